@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The /debug/pprof HTTP surface on libmicrohttpd, exactly as
+ * PPROF-COMPAT.md §1 describes it: routing, query parsing (first value
+ * wins), delta mode and its error order, the index page, cmdline, symbol,
+ * /healthz and /metrics, the error format (text/plain + X-Go-Pprof: 1).
+ *
+ * Profiles come from a pp_http_source; this module owns only HTTP. Long
+ * requests (CPU windows, deltas) never block short ones; connections,
+ * request sizes and idle time are bounded; a client that goes away ends
+ * its wait.
+ */
+#ifndef PODPROF_HTTP_H
+#define PODPROF_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+enum pp_profile_kind {
+	PP_PROFILE_CPU = 0,     /* "profile" */
+	PP_PROFILE_HEAP,        /* "heap" */
+	PP_PROFILE_ALLOCS,      /* "allocs" */
+	PP_PROFILE_GOROUTINE,   /* "goroutine" */
+	PP_PROFILE_THREADCREATE,/* "threadcreate" */
+	PP_PROFILE_BLOCK,       /* "block" */
+	PP_PROFILE_MUTEX,       /* "mutex" */
+	PP_PROFILE__COUNT
+};
+
+const char *pp_profile_kind__name(enum pp_profile_kind k);
+/* -1 if unknown */
+int pp_profile_kind__from_name(const char *name);
+
+/*
+ * What the server serves. Every callback is called from HTTP worker
+ * threads, concurrently, and must be thread-safe. Return 0 or -errno; on
+ * error the server answers 500 with the errno text (503 for -EAGAIN).
+ */
+struct pp_http_source {
+	void *ctx;
+	/*
+	 * Start a window: CPU (/profile) or delta (?seconds=N) for the other
+	 * kinds. *ret_base is handed back to render and release.
+	 */
+	int (*begin)(void *ctx, enum pp_profile_kind kind, void **ret_base);
+	/*
+	 * Render kind into out. base is NULL for an absolute profile; else the
+	 * result is the difference since begin. debug: 0 = gzipped
+	 * profile.proto, 1 = legacy text, 2 = long text (goroutine).
+	 */
+	int (*render)(void *ctx, enum pp_profile_kind kind, void *base, int debug,
+		      struct pp_buf *out);
+	void (*release)(void *ctx, enum pp_profile_kind kind, void *base);
+	/* Count for the index page; -1 = unknown. */
+	long (*count)(void *ctx, enum pp_profile_kind kind);
+	/* The target's argv joined by NUL, no trailing NUL. */
+	int (*cmdline)(void *ctx, struct pp_buf *out);
+	/* Name of the function at addr, appended to out; -ENOENT if none. */
+	int (*symbol)(void *ctx, uint64_t addr, struct pp_buf *out);
+	/* Prometheus text to append to /metrics (the server adds its own lines). */
+	int (*metrics)(void *ctx, struct pp_buf *out);
+	/* true = healthy; msg gets a short status text either way. */
+	bool (*healthy)(void *ctx, struct pp_buf *msg);
+};
+
+struct pp_http_opts {
+	const char *listen;            /* "host:port", ":port" (all addresses), "[::1]:port" */
+	unsigned max_connections;
+	unsigned max_request_bytes;
+	unsigned timeout_seconds;      /* idle connection timeout */
+	unsigned max_window_seconds;   /* /profile and delta windows above this -> 400 */
+	const char *token;             /* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
+	const char *index_title;       /* shown on the index page, e.g. the target name */
+};
+
+struct pp_http_server;
+
+/* Starts serving at once. NULL with errno set (EADDRINUSE, EINVAL for a bad address...). */
+struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
+					     const struct pp_http_source *src);
+/* The port actually bound (useful with port 0). */
+unsigned pp_http_server__port(const struct pp_http_server *s);
+/* Stops accepting, ends waits, joins threads. NULL ok. */
+void pp_http_server__stop(struct pp_http_server *s);
+
+/* Pure helpers, exposed for unit tests and fuzzing. */
+
+/* Split "host:port" as the flag accepts it. host is "" for ":port". */
+int pp_http__parse_listen(const char *listen, char *host, size_t host_len, unsigned *port);
+/*
+ * Look up the first value of `name` in a raw query string ("a=1&b=2"),
+ * percent-decoded into buf. 1 found, 0 absent, -E2BIG too long.
+ */
+int pp_http__query_get(const char *query, const char *name, char *buf, size_t n);
+/* Parse a /symbol request body or query: words per Go's ParseUint(w, 0, 64), '+' separated. */
+int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, size_t *ret_n);
+
+#endif

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reading /proc: process lists, process identity, memory maps, the files
+ * behind mappings (resolved safely across mount namespaces), ELF build ids
+ * and /proc/PID/status memory figures. Parsers take buffers so they can be
+ * unit-tested and fuzzed; the *_read wrappers add the file access.
+ *
+ * All functions return 0 or -errno unless stated. Thread-safe (no globals).
+ */
+#ifndef PODPROF_PROCFS_H
+#define PODPROF_PROCFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config/config.h"
+
+#define PP_PROT_R 1u
+#define PP_PROT_W 2u
+#define PP_PROT_X 4u
+
+struct pp_map {
+	uint64_t start, end;   /* [start, end) */
+	uint64_t offset;       /* file offset of start */
+	uint32_t prot;         /* PP_PROT_* */
+	bool shared;
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	char *path;            /* NULL for anonymous; " (deleted)" stripped */
+	bool deleted;
+	bool special;          /* [heap], [stack], [vdso], [vsyscall], [anon:..] ... (path holds it) */
+};
+
+struct pp_maps {
+	struct pp_map *v;      /* sorted by start */
+	size_t n;
+};
+
+/* Parse /proc/PID/maps text. Malformed lines are skipped (counted in *ret_bad if non-NULL). */
+int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad);
+int pp_maps__read(pid_t pid, struct pp_maps *ret);
+/* Mapping containing addr, or NULL. Borrowed from maps. */
+const struct pp_map *pp_maps__find(const struct pp_maps *maps, uint64_t addr);
+void pp_maps__free(struct pp_maps *maps);
+
+/*
+ * Open the file behind mapping m of process pid, read-only, O_CLOEXEC:
+ * /proc/PID/map_files/<start>-<end> first (the kernel's exact inode), else
+ * /proc/PID/root/<path> after checking st_dev/st_ino against the mapping.
+ * -ESTALE when the path resolves to another file, -ENOENT for anonymous.
+ * Never opens the maps path in podprof's own mount namespace.
+ */
+int pp_proc__open_mapped(pid_t pid, const struct pp_map *m);
+
+/*
+ * Same resolution but returns a path that the kernel can follow for this
+ * inode ("/proc/PID/map_files/..." or "/proc/PID/root/..."), for uprobe
+ * attachment. Writes into buf (size n).
+ */
+int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n);
+
+/* Path of a file inside the target's root: "/proc/PID/root" + path. */
+int pp_proc__root_path(pid_t pid, const char *path, char *buf, size_t n);
+
+/* GNU build id from the NT_GNU_BUILD_ID note. -ENOENT if none. */
+#define PP_BUILD_ID_MAX 64
+int pp_buildid__from_buf(const void *elf, size_t len, uint8_t *ret, size_t *ret_len);
+int pp_buildid__from_fd(int fd, uint8_t *ret, size_t *ret_len);
+/* Lowercase hex, NUL-terminated; out must hold 2*len+1. */
+void pp_buildid__hex(const uint8_t *id, size_t len, char *out);
+
+struct pp_proc_info {
+	pid_t pid, ppid;
+	char comm[16];
+	char state;            /* R, S, D, ... */
+	uint64_t start_time;   /* field 22 of stat, clock ticks: (pid, start_time) names a process */
+	char *exe;             /* readlink of /proc/PID/exe as the target sees it (may be NULL) */
+	char *cmdline;         /* argv joined by NUL (no trailing NUL); may be NULL for kernel threads */
+	size_t cmdline_len;
+	bool kernel_thread;
+};
+
+/* Parse "/proc/PID/stat" text. */
+int pp_proc__parse_stat(const char *buf, size_t len, struct pp_proc_info *ret);
+int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret);
+void pp_proc_info__free(struct pp_proc_info *info);
+
+struct pp_proc_status {
+	uint64_t vm_rss_kb, vm_size_kb, vm_hwm_kb, vm_data_kb, vm_stk_kb, vm_lck_kb, vm_swap_kb;
+	unsigned threads;
+	uint64_t sig_blk, cap_eff;
+	uid_t uid;
+};
+int pp_proc__parse_status(const char *buf, size_t len, struct pp_proc_status *ret);
+int pp_proc__read_status(pid_t pid, struct pp_proc_status *ret);
+
+/* Numeric entries of /proc (processes) and /proc/PID/task (threads). Caller frees *ret. */
+int pp_proc__list_pids(pid_t **ret, size_t *ret_n);
+int pp_proc__list_tids(pid_t pid, pid_t **ret, size_t *ret_n);
+/* /proc/PID/task/TID/comm without the newline. */
+int pp_proc__thread_name(pid_t pid, pid_t tid, char *buf, size_t n);
+
+/* 1 if info matches selector s, 0 if not, -errno on a bad pattern. */
+int pp_selector__match(const struct pp_selector *s, const struct pp_proc_info *info);
+
+#endif

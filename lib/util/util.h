@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Small helpers shared by every module: cleanup attributes, a bounded
+ * growable buffer, clocks and checked number parsing. Nothing here logs.
+ */
+#ifndef PODPROF_UTIL_H
+#define PODPROF_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define PP_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PP_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline void pp_freep(void *p)
+{
+	free(*(void **)p);
+}
+#define _cleanup_free_ _cleanup_(pp_freep)
+
+static inline void pp_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+#define _cleanup_close_ _cleanup_(pp_closep)
+
+/*
+ * A growable byte buffer. `max` (0 = unlimited) caps its size: appends past
+ * it fail with -E2BIG and leave the buffer as it was. data is always
+ * NUL-terminated when len > 0 (the NUL is not counted).
+ */
+struct pp_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+	size_t max;
+};
+
+int pp_buf_reserve(struct pp_buf *b, size_t extra);
+int pp_buf_append(struct pp_buf *b, const void *data, size_t n);
+int pp_buf_puts(struct pp_buf *b, const char *s);
+int pp_buf_printf(struct pp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int pp_buf_vprintf(struct pp_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+void pp_buf_reset(struct pp_buf *b);
+/* Hands the data to the caller (who frees it) and empties the buffer. */
+char *pp_buf_steal(struct pp_buf *b, size_t *ret_len);
+void pp_buf_free(struct pp_buf *b);
+
+/* Clocks, in nanoseconds. */
+uint64_t pp_now_mono_ns(void);
+uint64_t pp_now_real_ns(void);
+
+/*
+ * Checked parsing: the whole string must be a number in [min, max].
+ * Returns 0, -EINVAL (not a number) or -ERANGE. base as strtoull (0 = auto).
+ */
+int pp_parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *ret);
+int pp_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
+
+/* Reads a whole file (at most max bytes, else -EFBIG). Caller frees *ret. */
+int pp_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+int pp_read_fd(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* 64-bit hash of bytes (FNV-1a style mixing, not cryptographic). */
+uint64_t pp_hash_bytes(const void *data, size_t n, uint64_t seed);
+
+#endif
