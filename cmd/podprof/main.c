@@ -1,8 +1,415 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * podprof: /debug/pprof for native processes. This file only parses the
+ * command line, loads the configuration and wires the agent together.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "config/config.h"
 #include "podprof-config.h"
-int main(void)
+#include "util/log.h"
+#include "util/util.h"
+
+extern char **environ;
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
 {
-	printf("podprof %s\n", PODPROF_VERSION);
+	fprintf(f,
+		"Usage:\n"
+		"  podprof [--config FILE] [--listen ADDR] [--pid PID]... [--set KEY=VALUE]...\n"
+		"          [--log-level error|warn|info|debug] [--log-format text|json]\n"
+		"  podprof record --pid PID [--seconds N] [-o FILE] [--config FILE] [--set KEY=VALUE]...\n"
+		"  podprof check-config FILE\n"
+		"  podprof --help | --version\n"
+		"\n"
+		"Serves Go-compatible /debug/pprof endpoints (profile, heap, allocs, goroutine,\n"
+		"threadcreate, block, mutex, cmdline, symbol) for the native processes it finds.\n"
+		"\n"
+		"Options:\n"
+		"  -c, --config FILE     YAML configuration (also PODPROF_CONFIG)\n"
+		"  -l, --listen ADDR     host:port, :port, or 0 to disable the server\n"
+		"                        (default 127.0.0.1:6060; also PODPROF_LISTEN)\n"
+		"  -p, --pid PID         profile this process (repeatable); without targets every\n"
+		"                        process in the PID namespace except podprof is profiled\n"
+		"      --set KEY=VALUE   override one config key, e.g. --set cpu.frequency_hz=999\n"
+		"      --log-level L     error, warn, info (default) or debug\n"
+		"      --log-format F    text (default) or json\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         print the version\n"
+		"\n"
+		"Exit status: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
+}
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+struct cli {
+	const char *config;
+	const char *listen;
+	const char *log_level;
+	const char *log_format;
+	const char *output;
+	unsigned seconds;
+	pid_t pids[256];
+	size_t n_pids;
+	const char *sets[128];
+	size_t n_sets;
+};
+
+static int parse_cli(int argc, char **argv, struct cli *c, bool record)
+{
+	enum { OPT_SET = 256, OPT_LOG_LEVEL, OPT_LOG_FORMAT, OPT_SECONDS };
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "set", required_argument, NULL, OPT_SET },
+		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+		{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+		{ "seconds", required_argument, NULL, OPT_SECONDS },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	int o;
+	uint64_t v;
+
+	while ((o = getopt_long(argc, argv, "c:l:p:o:hV", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c':
+			c->config = optarg;
+			break;
+		case 'l':
+			c->listen = optarg;
+			break;
+		case 'p':
+			if (pp_parse_u64(optarg, 10, 1, 4194304, &v) < 0) {
+				fprintf(stderr, "podprof: --pid: \"%s\" is not a process id (1..4194304)\n",
+					optarg);
+				return -EINVAL;
+			}
+			if (c->n_pids >= ARRAY_SIZE(c->pids)) {
+				fprintf(stderr, "podprof: --pid: at most %zu\n", ARRAY_SIZE(c->pids));
+				return -EINVAL;
+			}
+			c->pids[c->n_pids++] = (pid_t)v;
+			break;
+		case OPT_SET:
+			if (!strchr(optarg, '=') || c->n_sets >= ARRAY_SIZE(c->sets)) {
+				fprintf(stderr, "podprof: --set: expected KEY=VALUE, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			c->sets[c->n_sets++] = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			c->log_level = optarg;
+			break;
+		case OPT_LOG_FORMAT:
+			c->log_format = optarg;
+			break;
+		case OPT_SECONDS:
+			if (!record || pp_parse_u64(optarg, 10, 1, 3600, &v) < 0) {
+				fprintf(stderr, "podprof: --seconds: \"%s\" must be a whole number of seconds (1..3600)\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->seconds = (unsigned)v;
+			break;
+		case 'o':
+			if (!record) {
+				fprintf(stderr, "podprof: -o is only for 'podprof record'\n");
+				return -EINVAL;
+			}
+			c->output = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
+		case 'V':
+			printf("podprof %s\n", PODPROF_VERSION);
+			exit(EXIT_OK);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "podprof: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return -EINVAL;
+	}
 	return 0;
+}
+
+/* defaults < file < PODPROF_* environment < flags */
+static int build_config(const struct cli *c, struct pp_config **ret)
+{
+	char err[1024];
+	struct pp_config *cfg = NULL;
+	const char *path = c->config ? c->config : getenv("PODPROF_CONFIG");
+	int r;
+
+	if (path && *path) {
+		r = pp_config__load_file(path, &cfg, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "podprof: %s\n", err);
+			return r;
+		}
+	} else {
+		cfg = pp_config__new_default();
+		if (!cfg)
+			return -ENOMEM;
+	}
+	r = pp_config__apply_env(cfg, environ, err, sizeof(err));
+	if (r < 0)
+		goto fail;
+	if (c->listen && (r = pp_config__set(cfg, "listen", c->listen, "--listen", err, sizeof(err))) < 0)
+		goto fail;
+	if (c->log_level &&
+	    (r = pp_config__set(cfg, "log.level", c->log_level, "--log-level", err, sizeof(err))) < 0)
+		goto fail;
+	if (c->log_format &&
+	    (r = pp_config__set(cfg, "log.format", c->log_format, "--log-format", err, sizeof(err))) < 0)
+		goto fail;
+	for (size_t i = 0; i < c->n_sets; i++) {
+		char key[128];
+		const char *eq = strchr(c->sets[i], '=');
+		size_t kl = (size_t)(eq - c->sets[i]);
+		if (kl >= sizeof(key))
+			kl = sizeof(key) - 1;
+		memcpy(key, c->sets[i], kl);
+		key[kl] = '\0';
+		r = pp_config__set(cfg, key, eq + 1, "--set", err, sizeof(err));
+		if (r < 0)
+			goto fail;
+	}
+	for (size_t i = 0; i < c->n_pids; i++) {
+		r = pp_config__add_pid_target(cfg, c->pids[i]);
+		if (r < 0) {
+			snprintf(err, sizeof(err), "--pid: %s", strerror(-r));
+			goto fail;
+		}
+	}
+	*ret = cfg;
+	return 0;
+fail:
+	fprintf(stderr, "podprof: %s\n", err);
+	pp_config__free(cfg);
+	return r;
+}
+
+static int cmd_check_config(int argc, char **argv)
+{
+	char err[1024];
+	struct pp_config *cfg = NULL;
+	struct pp_buf out = { 0 };
+
+	if (argc != 2) {
+		fprintf(stderr, "Usage: podprof check-config FILE\n");
+		return EXIT_USAGE;
+	}
+	if (pp_config__load_file(argv[1], &cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "podprof: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (pp_config__dump(cfg, &out) < 0) {
+		pp_config__free(cfg);
+		return EXIT_FAIL;
+	}
+	printf("# %s: valid; effective configuration:\n%s", argv[1], out.data ? out.data : "");
+	pp_buf_free(&out);
+	pp_config__free(cfg);
+	return EXIT_OK;
+}
+
+static int read_token(const struct pp_config *cfg, char **ret)
+{
+	*ret = NULL;
+	if (!cfg->http.token_file || !*cfg->http.token_file)
+		return 0;
+	char *data = NULL;
+	size_t len = 0;
+	int r = pp_read_file(cfg->http.token_file, 4096, &data, &len);
+	if (r < 0) {
+		fprintf(stderr, "podprof: http.token_file: cannot read %s: %s\n",
+			cfg->http.token_file, strerror(-r));
+		return r;
+	}
+	while (len && (data[len - 1] == '\n' || data[len - 1] == '\r' || data[len - 1] == ' '))
+		data[--len] = '\0';
+	if (!len) {
+		fprintf(stderr, "podprof: http.token_file: %s is empty\n", cfg->http.token_file);
+		free(data);
+		return -EINVAL;
+	}
+	*ret = data;
+	return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static int cmd_record(int argc, char **argv)
+{
+	struct cli c = { .seconds = 30 };
+	struct pp_config *cfg = NULL;
+	int r;
+
+	optind = 1;
+	if (parse_cli(argc, argv, &c, true) < 0)
+		return EXIT_USAGE;
+	if (c.n_pids == 0) {
+		fprintf(stderr, "podprof record: --pid PID is required\n");
+		return EXIT_USAGE;
+	}
+	if (!c.output) {
+		fprintf(stderr, "podprof record: -o FILE is required\n");
+		return EXIT_USAGE;
+	}
+	if (build_config(&c, &cfg) < 0)
+		return EXIT_USAGE;
+	pp_log_setup(cfg->log.level, cfg->log.format);
+	char e[256];
+	pp_config__set(cfg, "listen", "0", "record", e, sizeof(e));
+	for (size_t i = 0; i < c.n_pids; i++) {
+		if (kill(c.pids[i], 0) < 0 && errno == ESRCH) {
+			fprintf(stderr, "podprof record: no process %d\n", c.pids[i]);
+			pp_config__free(cfg);
+			return EXIT_FAIL;
+		}
+	}
+	struct pp_agent_opts ao = { .serve = false };
+	struct pp_agent *a = pp_agent__new(cfg, &ao);
+	pp_config__free(cfg);
+	if (!a) {
+		fprintf(stderr, "podprof record: cannot start: %s\n", strerror(errno));
+		return EXIT_FAIL;
+	}
+	install_signals();
+	if (pp_agent__start(a) < 0) {
+		pp_agent__free(a);
+		return EXIT_FAIL;
+	}
+	const struct pp_http_source *src = pp_agent__source(a, -1);
+	void *base = NULL;
+	r = src->begin(src->ctx, PP_PROFILE_CPU, &base);
+	if (r < 0) {
+		fprintf(stderr, "podprof record: cannot start CPU sampling: %s\n", strerror(-r));
+		pp_agent__free(a);
+		return EXIT_FAIL;
+	}
+	bool tty = isatty(STDERR_FILENO);
+	uint64_t t0 = pp_now_mono_ns();
+	while (!g_stop) {
+		uint64_t el = pp_now_mono_ns() - t0;
+		if (el >= (uint64_t)c.seconds * 1000000000ull)
+			break;
+		if (tty) {
+			struct pp_agent_summary s;
+			pp_agent__summary(a, &s);
+			fprintf(stderr, "\rrecording: %5.1f/%us, %llu samples", (double)el / 1e9,
+				c.seconds, (unsigned long long)s.samples);
+		}
+		sleep_ms(200);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	struct pp_buf out = { 0 };
+	r = src->render(src->ctx, PP_PROFILE_CPU, base, 0, &out);
+	src->release(src->ctx, PP_PROFILE_CPU, base);
+	struct pp_agent_summary s;
+	pp_agent__summary(a, &s);
+	pp_agent__free(a);
+	if (r < 0) {
+		fprintf(stderr, "podprof record: cannot build the profile: %s\n", strerror(-r));
+		pp_buf_free(&out);
+		return EXIT_FAIL;
+	}
+	int fd = open(c.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, out.data, out.len) != (ssize_t)out.len) {
+		fprintf(stderr, "podprof record: cannot write %s: %s\n", c.output, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		pp_buf_free(&out);
+		return EXIT_FAIL;
+	}
+	close(fd);
+	pp_buf_free(&out);
+	fprintf(stderr,
+		"podprof record: wrote %s: %llu samples, %llu processes, %.1f%% of stacks complete\n",
+		c.output, (unsigned long long)s.samples, (unsigned long long)s.targets,
+		s.unwinds ? 100.0 * (double)s.unwinds_complete / (double)s.unwinds : 0.0);
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { 0 };
+	struct pp_config *cfg = NULL;
+	char *token = NULL;
+
+	if (argc > 1 && !strcmp(argv[1], "check-config"))
+		return cmd_check_config(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "record"))
+		return cmd_record(argc - 1, argv + 1);
+	if (parse_cli(argc, argv, &c, false) < 0)
+		return EXIT_USAGE;
+	if (build_config(&c, &cfg) < 0)
+		return EXIT_USAGE;
+	pp_log_setup(cfg->log.level, cfg->log.format);
+	if (read_token(cfg, &token) < 0) {
+		pp_config__free(cfg);
+		return EXIT_USAGE;
+	}
+	pp_info("podprof %s starting (config %s)", PODPROF_VERSION, cfg->source);
+	struct pp_agent_opts ao = { .serve = true, .token = token };
+	struct pp_agent *a = pp_agent__new(cfg, &ao);
+	pp_config__free(cfg);
+	if (!a) {
+		pp_err("cannot start: %s", strerror(errno));
+		free(token);
+		return EXIT_FAIL;
+	}
+	install_signals();
+	if (pp_agent__start(a) < 0) {
+		pp_agent__free(a);
+		free(token);
+		return EXIT_FAIL;
+	}
+	while (!g_stop)
+		pause();
+	pp_info("signal received, stopping");
+	pp_agent__free(a);
+	free(token);
+	return EXIT_OK;
 }

@@ -31,72 +31,72 @@ enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE };
  * every process. A process belongs to the first entry it matches.
  */
 struct pp_selector {
-	char *name;      /* label; default "target-<index>" */
-	pid_t pid;       /* 0 = unset */
-	char *comm;      /* fnmatch(3) pattern on /proc/PID/comm */
-	char *exe;       /* fnmatch(3) pattern on the executable path as the target sees it */
-	char *cmdline;   /* POSIX extended regex, searched in argv joined by spaces */
-	char *listen;    /* own listen address for this entry's processes; NULL = main server */
-	int line;        /* line in the config file (0 for flags/defaults) */
+	char *name; /* label; default "target-<index>" */
+	pid_t pid; /* 0 = unset */
+	char *comm; /* fnmatch(3) pattern on /proc/PID/comm */
+	char *exe; /* fnmatch(3) pattern on the executable path as the target sees it */
+	char *cmdline; /* POSIX extended regex, searched in argv joined by spaces */
+	char *listen; /* own listen address for this entry's processes; NULL = main server */
+	int line; /* line in the config file (0 for flags/defaults) */
 };
 
 struct pp_config {
-	char *source;    /* file name, or "<default>" */
+	char *source; /* file name, or "<default>" */
 
-	char *listen;    /* "host:port", ":port", or "0"/"" = no server. Default "127.0.0.1:6060" */
+	char *listen; /* "host:port", ":port", or "0"/"" = no server. Default "127.0.0.1:6060" */
 
 	struct pp_selector *targets; /* empty = every process in the PID namespace but podprof */
 	size_t n_targets;
 
 	struct {
-		unsigned interval_ms;       /* /proc rescan period, default 1000 (100..60000) */
-		bool include_self;          /* default false */
+		unsigned interval_ms; /* /proc rescan period, default 1000 (100..60000) */
+		bool include_self; /* default false */
 	} discovery;
 
 	struct {
-		bool enabled;               /* default true */
-		unsigned frequency_hz;      /* default 99 (1..10000) */
-		unsigned max_seconds;       /* longest /profile window, default 300 (1..3600) */
-		unsigned stack_bytes;       /* user stack copied per sample, default 32768 (512..65528, multiple of 8) */
-		bool always_on;             /* sample even with no window open, default false */
+		bool enabled; /* default true */
+		unsigned frequency_hz; /* default 99 (1..10000) */
+		unsigned max_seconds; /* longest /profile window, default 300 (1..3600) */
+		unsigned stack_bytes; /* user stack copied per sample, default 32768 (512..65528, multiple of 8) */
+		bool always_on; /* sample even with no window open, default false */
 		enum pp_unwind_mode unwind; /* "dwarf" (default) or "frame-pointer" */
-		bool kernel_stacks;         /* default true */
+		bool kernel_stacks; /* default true */
 	} cpu;
 
 	struct {
-		bool enabled;               /* default true */
-		uint64_t sample_rate;       /* mean bytes between samples, default 524288; 1 = every allocation */
-		unsigned max_live;          /* sampled live allocations tracked, default 65536 (16..16777216) */
-		double budget_percent;      /* overhead budget in % of one CPU, default 5 (0.1..100) */
+		bool enabled; /* default true */
+		uint64_t sample_rate; /* mean bytes between samples, default 524288; 1 = every allocation */
+		unsigned max_live; /* sampled live allocations tracked, default 65536 (16..16777216) */
+		double budget_percent; /* overhead budget in % of one CPU, default 5 (0.1..100) */
 		enum pp_heap_policy over_budget; /* "warn" (default) or "pause" */
 	} heap;
 
 	struct {
-		bool enabled;               /* block/mutex profiles from the scheduler, default true */
-		unsigned min_block_us;      /* ignore shorter off-CPU spells, default 0 */
+		bool enabled; /* block/mutex profiles from the scheduler, default true */
+		unsigned min_block_us; /* ignore shorter off-CPU spells, default 0 */
 	} offcpu;
 
 	struct {
-		bool enabled;               /* goroutine/threadcreate thread dumps, default true */
-		unsigned max_pause_ms;      /* longest a thread may be stopped for a snapshot, default 50 */
+		bool enabled; /* goroutine/threadcreate thread dumps, default true */
+		unsigned max_pause_ms; /* longest a thread may be stopped for a snapshot, default 50 */
 	} threads;
 
 	struct {
-		unsigned max_connections;   /* default 64 (1..10000) */
+		unsigned max_connections; /* default 64 (1..10000) */
 		unsigned max_request_bytes; /* headers + body, default 65536 (1024..16777216) */
-		unsigned timeout_seconds;   /* idle connection timeout, default 30 (1..3600) */
-		char *token_file;           /* bearer token file; NULL = no auth */
+		unsigned timeout_seconds; /* idle connection timeout, default 30 (1..3600) */
+		char *token_file; /* bearer token file; NULL = no auth */
 	} http;
 
 	struct {
-		unsigned max_targets;       /* processes profiled at once, default 256 */
-		unsigned max_stacks;        /* distinct stacks kept, default 200000 */
-		uint64_t symbol_cache_bytes;/* default 64 MiB */
+		unsigned max_targets; /* processes profiled at once, default 256 */
+		unsigned max_stacks; /* distinct stacks kept, default 200000 */
+		uint64_t symbol_cache_bytes; /* default 64 MiB */
 	} limits;
 
 	struct {
-		enum pp_log_level level;    /* error|warn|info|debug, default info */
-		enum pp_log_format format;  /* text|json, default text */
+		enum pp_log_level level; /* error|warn|info|debug, default info */
+		enum pp_log_format format; /* text|json, default text */
 		unsigned memstats_interval_seconds; /* 0 = off, default 60 */
 	} log;
 };
@@ -126,16 +126,32 @@ int pp_config__set(struct pp_config *c, const char *key, const char *value, cons
  * PODPROF_LISTEN, PODPROF_LOG_LEVEL, and generally PODPROF_<KEY> where KEY
  * is the dotted key upper-cased with '.' -> '_' (PODPROF_CPU_FREQUENCY_HZ).
  * PODPROF_CONFIG is not handled here (main reads it). Unknown PODPROF_*
- * names are errors.
+ * names are errors. PODPROF_PID=12,34 appends pid selectors (as --pid);
+ * no other variable touches targets. An empty value counts as unset.
+ * On error the variables before the bad one have already been applied.
  */
 int pp_config__apply_env(struct pp_config *c, char *const *envp, char *err, size_t errlen);
 
-/* Append a selector (for --pid); returns 0 or -ENOMEM. */
+/*
+ * Append a selector named "pid-<pid>" (for --pid); a pid that already has a
+ * plain pid selector is not added twice. Returns 0, -EINVAL (pid <= 0),
+ * -E2BIG (1024 targets) or -ENOMEM.
+ */
 int pp_config__add_pid_target(struct pp_config *c, pid_t pid);
 
 /* The effective config as YAML that pp_config__parse accepts. */
 int pp_config__dump(const struct pp_config *c, struct pp_buf *out);
 
 void pp_config__free(struct pp_config *c);
+
+/* True when a listen address turns its server off (NULL, "" or "0"). */
+bool pp_config__listen_disabled(const char *addr);
+
+/*
+ * Split a listen address (as validated by this module) into host and port:
+ * ":6060" gives host "" (every interface), "[::1]:6060" gives "::1".
+ * Returns 0, -EINVAL (disabled or malformed) or -ENAMETOOLONG (hostlen).
+ */
+int pp_config__split_listen(const char *addr, char *host, size_t hostlen, uint16_t *ret_port);
 
 #endif

@@ -40,6 +40,7 @@ struct pp_cpu_opts {
 	unsigned stack_bytes;       /* multiple of 8, <= 65528 */
 	bool kernel_callchain;      /* include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON) */
 	bool user_callchain;        /* also ask for the kernel's frame-pointer callchain */
+	unsigned ring_pages;        /* data pages per thread ring (power of 2); 0 = auto (~4 samples) */
 };
 
 struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cpu_sample_fn fn,
@@ -57,5 +58,40 @@ struct pp_cpu_stats {
 };
 void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret);
 void pp_cpu_sampler__free(struct pp_cpu_sampler *s);
+
+/*
+ * Perf record parsing, pure functions over untrusted buffers (exposed for
+ * unit tests and fuzzing). The callback given to pp_cpu_sampler__new must
+ * not call back into the sampler (it runs under its lock).
+ */
+struct pp_perf_fmt {
+	uint64_t sample_type;       /* PERF_SAMPLE_*: IP TID TIME ADDR ID STREAM_ID CPU PERIOD
+				     * CALLCHAIN RAW REGS_USER STACK_USER are understood */
+	uint64_t regs_mask;         /* sample_regs_user */
+};
+
+struct pp_perf_rec {
+	uint32_t type;              /* PERF_RECORD_* */
+	uint64_t lost;              /* PERF_RECORD_LOST: lost count */
+	uint64_t ip;                /* PERF_RECORD_SAMPLE */
+	struct pp_raw_sample sample;/* PERF_RECORD_SAMPLE (weight_ns left 0); borrows buf */
+};
+
+/*
+ * Parse the record of len bytes at buf (8-byte aligned; its header's size
+ * must equal len). Returns 0, -EINVAL for a malformed record, -ENOTSUP for
+ * a sample_type it cannot walk. ret->sample's pointers borrow buf.
+ */
+int pp_perf__parse_record(const void *buf, size_t len, const struct pp_perf_fmt *fmt,
+			  struct pp_perf_rec *ret);
+
+/*
+ * Next record in a perf ring data area of ring_size bytes (power of two)
+ * holding bytes [tail, head). A record that wraps is copied into scratch
+ * (>= 65536 bytes, 8-aligned). Returns the record length and sets *ret,
+ * 0 when the ring is empty, -EINVAL when the ring is corrupt.
+ */
+int pp_perf_ring__next(const uint8_t *data, uint64_t ring_size, uint64_t head, uint64_t tail,
+		       uint8_t *scratch, const uint8_t **ret);
 
 #endif

@@ -66,36 +66,55 @@ struct pp_http_source {
 	bool (*healthy)(void *ctx, struct pp_buf *msg);
 };
 
+/* A zero limit means its default: 64 connections, 65536 bytes, 30 s, 300 s. */
 struct pp_http_opts {
-	const char *listen;            /* "host:port", ":port" (all addresses), "[::1]:port" */
-	unsigned max_connections;
-	unsigned max_request_bytes;
+	/* "host:port", ":port" (all addresses), "[::1]:port"; NULL = 127.0.0.1:6060 */
+	const char *listen;
+	unsigned max_connections;      /* more are closed at accept (counted in /metrics) */
+	unsigned max_request_bytes;    /* request body cap (413 above); sizes the header memory too */
 	unsigned timeout_seconds;      /* idle connection timeout */
 	unsigned max_window_seconds;   /* /profile and delta windows above this -> 400 */
-	const char *token;             /* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
+	/* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
+	const char *token;
 	const char *index_title;       /* shown on the index page, e.g. the target name */
 };
 
 struct pp_http_server;
 
-/* Starts serving at once. NULL with errno set (EADDRINUSE, EINVAL for a bad address...). */
+/*
+ * Starts serving at once, one thread per connection (see http.c). src is
+ * copied; src->ctx must outlive the server. NULL with errno set
+ * (EADDRINUSE, EINVAL for a bad address, EIO if libmicrohttpd failed).
+ */
 struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 					     const struct pp_http_source *src);
 /* The port actually bound (useful with port 0). */
 unsigned pp_http_server__port(const struct pp_http_server *s);
-/* Stops accepting, ends waits, joins threads. NULL ok. */
+/*
+ * Stops accepting, ends waits (their windows are released, not rendered),
+ * joins threads. No callback runs after it returns. NULL ok.
+ */
 void pp_http_server__stop(struct pp_http_server *s);
 
 /* Pure helpers, exposed for unit tests and fuzzing. */
 
-/* Split "host:port" as the flag accepts it. host is "" for ":port". */
+/*
+ * Split "host:port" as the flag accepts it. host is "" for ":port"; IPv6
+ * literals need brackets. 0, -EINVAL, -ENAMETOOLONG (host_len too small).
+ */
 int pp_http__parse_listen(const char *listen, char *host, size_t host_len, unsigned *port);
 /*
  * Look up the first value of `name` in a raw query string ("a=1&b=2"),
  * percent-decoded into buf. 1 found, 0 absent, -E2BIG too long.
  */
 int pp_http__query_get(const char *query, const char *name, char *buf, size_t n);
-/* Parse a /symbol request body or query: words per Go's ParseUint(w, 0, 64), '+' separated. */
+/*
+ * Parse a /symbol request body or query: words per Go's ParseUint(w, 0, 64)
+ * ('+' separated; 0x/0o/0b/leading-0 octal/decimal, '_' between digits),
+ * zero, unparsable and overflowing words skipped, order and duplicates
+ * kept, at most the first 100000 words looked at. *ret (caller frees, may
+ * be NULL when *ret_n is 0). 0 or -ENOMEM.
+ */
 int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, size_t *ret_n);
 
 #endif

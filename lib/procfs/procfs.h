@@ -5,7 +5,8 @@
  * and /proc/PID/status memory figures. Parsers take buffers so they can be
  * unit-tested and fuzzed; the *_read wrappers add the file access.
  *
- * All functions return 0 or -errno unless stated. Thread-safe (no globals).
+ * All functions return 0 or -errno unless stated. Thread-safe (the only
+ * global is the selector's regex cache, which has a lock).
  */
 #ifndef PODPROF_PROCFS_H
 #define PODPROF_PROCFS_H
@@ -34,15 +35,28 @@ struct pp_map {
 };
 
 struct pp_maps {
-	struct pp_map *v;      /* sorted by start */
+	struct pp_map *v;      /* sorted by start, no overlaps; paths live in the same allocation */
 	size_t n;
 };
 
-/* Parse /proc/PID/maps text. Malformed lines are skipped (counted in *ret_bad if non-NULL). */
+#define PP_MAPS_MAX 1000000u                 /* more mappings: -E2BIG */
+#define PP_MAPS_MAX_BYTES ((size_t)256 << 20) /* largest maps text pp_maps__read accepts */
+
+/*
+ * Parse /proc/PID/maps text (need not be NUL-terminated). Malformed lines
+ * (and lines longer than 4*PATH_MAX+128) are skipped and counted in
+ * *ret_bad if non-NULL; so are entries overlapping an earlier one (maps
+ * read while the process remaps). Paths are kept as the kernel prints them
+ * (a '\n' in a name stays "\012"). special is set for every name that is
+ * not an absolute path: [heap], [stack], [vdso], [vvar], [vsyscall],
+ * [anon:x], anon_inode:..., so "path && !special" means a real file.
+ * -E2BIG past PP_MAPS_MAX entries. Free with pp_maps__free.
+ */
 int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad);
 int pp_maps__read(pid_t pid, struct pp_maps *ret);
-/* Mapping containing addr, or NULL. Borrowed from maps. */
+/* Mapping containing addr (binary search), or NULL. Borrowed from maps. */
 const struct pp_map *pp_maps__find(const struct pp_maps *maps, uint64_t addr);
+/* Frees v and the paths; accepts a zeroed struct. */
 void pp_maps__free(struct pp_maps *maps);
 
 /*
@@ -61,10 +75,40 @@ int pp_proc__open_mapped(pid_t pid, const struct pp_map *m);
  */
 int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n);
 
+/*
+ * Details of the resolution above:
+ * - map_files needs CAP_CHECKPOINT_RESTORE (or SYS_ADMIN) in the initial
+ *   user namespace; without it (EPERM) or when it is gone (ENOENT) the
+ *   root path is tried. Files deleted since they were mapped are only
+ *   reachable through map_files.
+ * - Both routes verify the opened file: inode == m->inode and
+ *   major/minor(st_dev) == m->dev_major/dev_minor.
+ * - On overlayfs (the usual container root) maps shows the backing file's
+ *   dev/inode while stat on the path shows the overlay's. When the plain
+ *   check fails, the opened file is mmapped once in podprof and the
+ *   kernel's own view of that mapping (PROCMAP_QUERY, else /proc/self/maps)
+ *   is compared instead: that is the inode the target maps, and the inode
+ *   a uprobe on this path attaches to.
+ * The _ex variants take PP_RESOLVE_* flags (tests, and callers that want
+ * one route only).
+ */
+#define PP_RESOLVE_NO_MAP_FILES 1u /* skip /proc/PID/map_files */
+#define PP_RESOLVE_NO_ROOT 2u      /* skip the /proc/PID/root fallback */
+int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags);
+int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n);
+
 /* Path of a file inside the target's root: "/proc/PID/root" + path. */
 int pp_proc__root_path(pid_t pid, const char *path, char *buf, size_t n);
 
-/* GNU build id from the NT_GNU_BUILD_ID note. -ENOENT if none. */
+/*
+ * GNU build id from the NT_GNU_BUILD_ID note ("GNU\0", type 3, 1..64
+ * bytes), ELF32/ELF64, either byte order. PT_NOTE segments are searched
+ * first, then SHT_NOTE sections. ret must hold PP_BUILD_ID_MAX bytes.
+ * -ENOENT if none, -ENOEXEC if not ELF, -EBADMSG if malformed or truncated
+ * (header tables outside the image, notes out of range and no id found).
+ * from_fd reads only the headers and note blocks with pread (first 4 KiB,
+ * then what the headers point at, capped), never the whole file.
+ */
 #define PP_BUILD_ID_MAX 64
 int pp_buildid__from_buf(const void *elf, size_t len, uint8_t *ret, size_t *ret_len);
 int pp_buildid__from_fd(int fd, uint8_t *ret, size_t *ret_len);
@@ -82,8 +126,19 @@ struct pp_proc_info {
 	bool kernel_thread;
 };
 
-/* Parse "/proc/PID/stat" text. */
+#define PP_CMDLINE_MAX 65536 /* cmdline bytes read; longer ones are cut */
+
+/*
+ * Parse "/proc/PID/stat" text: comm is what lies between the first '(' and
+ * the LAST ')' (it may contain spaces and parentheses). Sets pid, ppid,
+ * comm, state, start_time, kernel_thread (PF_KTHREAD in flags); exe and
+ * cmdline are NULL.
+ */
 int pp_proc__parse_stat(const char *buf, size_t len, struct pp_proc_info *ret);
+/*
+ * stat + exe (NULL when unreadable) + cmdline (NULL when empty; cut at
+ * PP_CMDLINE_MAX; trailing NULs removed). Free with pp_proc_info__free.
+ */
 int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret);
 void pp_proc_info__free(struct pp_proc_info *info);
 
@@ -93,6 +148,7 @@ struct pp_proc_status {
 	uint64_t sig_blk, cap_eff;
 	uid_t uid;
 };
+/* Fields missing from the text stay 0 (kernel threads have no Vm* lines). -EINVAL if none found. */
 int pp_proc__parse_status(const char *buf, size_t len, struct pp_proc_status *ret);
 int pp_proc__read_status(pid_t pid, struct pp_proc_status *ret);
 
@@ -102,7 +158,14 @@ int pp_proc__list_tids(pid_t pid, pid_t **ret, size_t *ret_n);
 /* /proc/PID/task/TID/comm without the newline. */
 int pp_proc__thread_name(pid_t pid, pid_t tid, char *buf, size_t n);
 
-/* 1 if info matches selector s, 0 if not, -errno on a bad pattern. */
+/*
+ * 1 if info matches selector s, 0 if not, -errno on a bad pattern.
+ * Every set field must match; kernel threads never match. comm: fnmatch,
+ * flags 0. exe: fnmatch flags 0 (no FNM_PATHNAME: '*' crosses '/'); a
+ * pattern without '/' is also tried on the basename; NULL exe never
+ * matches. cmdline: POSIX ERE searched in argv joined by spaces. The regex
+ * is compiled once and cached (locked, thread-safe).
+ */
 int pp_selector__match(const struct pp_selector *s, const struct pp_proc_info *info);
 
 #endif

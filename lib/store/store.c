@@ -1,2 +1,1305 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "store.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pprof/pprof.h"
+
+#define MAX_FRAMES 512
+#define NVALS 4
+#define KERNEL_MAPPING (-2)
+
+struct st_mapping {
+	uint64_t start, limit, offset;
+	char *file;
+	char build_id[2 * PP_BUILD_ID_MAX + 1];
+	bool kernel;
+};
+
+struct st_thread {
+	pid_t tid;
+	char name[16];
+};
+
+struct st_bid {
+	bool tried;
+	size_t len;
+	uint8_t id[PP_BUILD_ID_MAX];
+};
+
+struct st_proc {
+	pid_t pid;
+	uint64_t start_time;
+	char comm[16];
+	char *exe;
+	char *cmdline;
+	size_t cmdline_len;
+	int group;
+	bool alive;
+	struct pp_maps maps;
+	struct st_bid *bids;            /* parallel to maps.v */
+	struct st_mapping *mappings;    /* interned for profiles */
+	size_t n_mappings, cap_mappings;
+	int exe_mapping;                /* index in mappings or -1 */
+	struct st_thread *threads;
+	size_t n_threads, cap_threads;
+};
+
+struct st_frame {
+	char *function, *system_name, *file;
+	uint32_t line, start_line;
+};
+
+struct st_loc {
+	uint32_t proc;
+	int32_t mapping;                /* index into proc->mappings, -1 none, KERNEL_MAPPING */
+	uint64_t addr;                  /* adjusted: exact for the leaf, ret-1 for callers */
+	uint64_t pc;                    /* key: the pc as given */
+	uint8_t flags;                  /* key: LOC_LEAF | LOC_KERNEL */
+	struct st_frame *frames;
+	uint32_t n_frames;
+	bool has_function, has_file, has_line, has_inline;
+};
+
+struct st_stack {
+	uint8_t kind;
+	uint32_t proc;
+	pid_t tid;
+	uint64_t size;
+	uint32_t n;
+	uint32_t *locs;
+	int64_t v[NVALS];
+	uint64_t hash;
+};
+
+struct st_live {
+	uint32_t proc1;                 /* proc index + 1; 0 = empty slot */
+	uint32_t stack;
+	uint64_t addr, size;
+};
+
+/* Open-addressing table of indices (+1), keyed by a stored hash. */
+struct idx_table {
+	uint32_t *slots;
+	size_t cap;                     /* power of two */
+};
+
+struct pp_store {
+	pthread_mutex_t lock;
+	struct pp_store_opts opts;
+	struct pp_symbolizer *sym;
+
+	struct st_proc *procs;
+	size_t n_procs, cap_procs;
+
+	struct st_loc *locs;
+	size_t n_locs, cap_locs;
+	struct idx_table loc_idx;
+
+	struct st_stack *stacks;
+	size_t n_stacks, cap_stacks;
+	struct idx_table stack_idx;
+
+	struct st_live *live;
+	size_t live_cap, n_live;
+
+	struct pp_store_stats stats;
+};
+
+struct pp_store_snapshot {
+	enum pp_profile_kind kind;
+	uint64_t time_ns;
+	size_t n;
+	int64_t (*v)[NVALS];
+};
+
+/* ---- small helpers ---- */
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 16;
+	while (nc < need)
+		nc *= 2;
+	void *p = realloc(*arr, nc * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *cap * elem, 0, (nc - *cap) * elem);
+	*arr = p;
+	*cap = nc;
+	return 0;
+}
+
+static char *xstrdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static int idx_init(struct idx_table *t, size_t cap)
+{
+	t->slots = calloc(cap, sizeof(*t->slots));
+	if (!t->slots)
+		return -ENOMEM;
+	t->cap = cap;
+	return 0;
+}
+
+/* ---- processes ---- */
+
+static struct st_proc *proc_find(struct pp_store *st, pid_t pid, uint32_t *ret_idx)
+{
+	/* Newest first: a reused pid refers to the live process. */
+	for (size_t i = st->n_procs; i-- > 0;) {
+		if (st->procs[i].pid == pid && st->procs[i].alive) {
+			if (ret_idx)
+				*ret_idx = (uint32_t)i;
+			return &st->procs[i];
+		}
+	}
+	return NULL;
+}
+
+static void proc_release_maps(struct st_proc *p)
+{
+	pp_maps__free(&p->maps);
+	free(p->bids);
+	p->bids = NULL;
+}
+
+static int proc_intern_mapping(struct st_proc *p, const struct pp_map *m, const struct st_bid *bid)
+{
+	for (size_t i = 0; i < p->n_mappings; i++) {
+		struct st_mapping *x = &p->mappings[i];
+		if (x->start == m->start && x->limit == m->end && x->offset == m->offset &&
+		    !x->kernel && x->file && m->path && !strcmp(x->file, m->path))
+			return (int)i;
+	}
+	if (grow((void **)&p->mappings, &p->cap_mappings, p->n_mappings + 1, sizeof(*p->mappings)))
+		return -1;
+	struct st_mapping *x = &p->mappings[p->n_mappings];
+	memset(x, 0, sizeof(*x));
+	x->start = m->start;
+	x->limit = m->end;
+	x->offset = m->offset;
+	x->file = xstrdup(m->path);
+	if (bid && bid->len)
+		pp_buildid__hex(bid->id, bid->len, x->build_id);
+	return (int)p->n_mappings++;
+}
+
+static const struct st_bid *proc_build_id(struct st_proc *p, const struct pp_map *m)
+{
+	size_t i = (size_t)(m - p->maps.v);
+	if (!p->bids || i >= p->maps.n)
+		return NULL;
+	struct st_bid *b = &p->bids[i];
+	if (!b->tried) {
+		b->tried = true;
+		/* Mappings of one file share the id: reuse one already read. */
+		for (size_t j = 0; j < p->maps.n; j++) {
+			const struct pp_map *o = &p->maps.v[j];
+			if (j != i && p->bids[j].tried && o->inode == m->inode &&
+			    o->dev_major == m->dev_major && o->dev_minor == m->dev_minor) {
+				*b = p->bids[j];
+				return b;
+			}
+		}
+		int fd = pp_proc__open_mapped(p->pid, m);
+		if (fd >= 0) {
+			size_t len = 0;
+			if (pp_buildid__from_fd(fd, b->id, &len) == 0)
+				b->len = len;
+			close(fd);
+		}
+	}
+	return b;
+}
+
+static void proc_find_exe_mapping(struct st_proc *p)
+{
+	if (p->exe_mapping >= 0 || !p->exe)
+		return;
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct pp_map *m = &p->maps.v[i];
+		if ((m->prot & PP_PROT_X) && m->path && !strcmp(m->path, p->exe)) {
+			int idx = proc_intern_mapping(p, m, proc_build_id(p, m));
+			if (idx >= 0)
+				p->exe_mapping = idx;
+			return;
+		}
+	}
+}
+
+struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbolizer *sym)
+{
+	struct pp_store *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->opts = *opts;
+	if (!st->opts.max_stacks)
+		st->opts.max_stacks = 200000;
+	if (!st->opts.max_live)
+		st->opts.max_live = 65536;
+	if (!st->opts.max_procs)
+		st->opts.max_procs = 4096;
+	if (!st->opts.cpu_period_ns)
+		st->opts.cpu_period_ns = 1000000000ull / 99;
+	st->sym = sym;
+	pthread_mutex_init(&st->lock, NULL);
+	size_t live_cap = 1;
+	while (live_cap < (size_t)st->opts.max_live * 2)
+		live_cap *= 2;
+	st->live_cap = live_cap;
+	st->live = calloc(live_cap, sizeof(*st->live));
+	if (!st->live || idx_init(&st->loc_idx, 1024) || idx_init(&st->stack_idx, 1024)) {
+		pp_store__free(st);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return st;
+}
+
+static void free_frames(struct st_frame *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(f[i].function);
+		free(f[i].system_name);
+		free(f[i].file);
+	}
+	free(f);
+}
+
+void pp_store__free(struct pp_store *st)
+{
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->n_procs; i++) {
+		struct st_proc *p = &st->procs[i];
+		proc_release_maps(p);
+		for (size_t j = 0; j < p->n_mappings; j++)
+			free(p->mappings[j].file);
+		free(p->mappings);
+		free(p->threads);
+		free(p->exe);
+		free(p->cmdline);
+	}
+	free(st->procs);
+	for (size_t i = 0; i < st->n_locs; i++)
+		free_frames(st->locs[i].frames, st->locs[i].n_frames);
+	free(st->locs);
+	for (size_t i = 0; i < st->n_stacks; i++)
+		free(st->stacks[i].locs);
+	free(st->stacks);
+	free(st->loc_idx.slots);
+	free(st->stack_idx.slots);
+	free(st->live);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
+			     struct pp_maps *maps, int group)
+{
+	int r = 0;
+	pthread_mutex_lock(&st->lock);
+	struct st_proc *p = proc_find(st, info->pid, NULL);
+	if (p && p->start_time != info->start_time) {
+		p->alive = false; /* pid reused */
+		proc_release_maps(p);
+		p = NULL;
+	}
+	if (!p) {
+		if (st->n_procs >= st->opts.max_procs) {
+			st->stats.dropped_procs++;
+			r = -ENOSPC;
+			goto out;
+		}
+		if (grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1, sizeof(*st->procs))) {
+			r = -ENOMEM;
+			goto out;
+		}
+		p = &st->procs[st->n_procs++];
+		memset(p, 0, sizeof(*p));
+		p->pid = info->pid;
+		p->start_time = info->start_time;
+		p->alive = true;
+		p->exe_mapping = -1;
+	}
+	memcpy(p->comm, info->comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = '\0';
+	if (info->exe && (!p->exe || strcmp(p->exe, info->exe))) {
+		free(p->exe);
+		p->exe = strdup(info->exe);
+		p->exe_mapping = -1; /* exec: a new main executable */
+	}
+	if (info->cmdline) {
+		char *c = malloc(info->cmdline_len + 1);
+		if (c) {
+			memcpy(c, info->cmdline, info->cmdline_len);
+			c[info->cmdline_len] = '\0';
+			free(p->cmdline);
+			p->cmdline = c;
+			p->cmdline_len = info->cmdline_len;
+		}
+	}
+	p->group = group;
+	if (maps) {
+		struct st_bid *bids = calloc(maps->n ? maps->n : 1, sizeof(*bids));
+		if (!bids) {
+			r = -ENOMEM;
+			goto out;
+		}
+		proc_release_maps(p);
+		p->maps = *maps;
+		p->bids = bids;
+		maps->v = NULL;
+		maps->n = 0;
+		proc_find_exe_mapping(p);
+	}
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+void pp_store__process_exit(struct pp_store *st, pid_t pid)
+{
+	uint32_t idx;
+	pthread_mutex_lock(&st->lock);
+	struct st_proc *p = proc_find(st, pid, &idx);
+	if (p) {
+		p->alive = false;
+		proc_release_maps(p);
+		/* Its live allocations are gone with it. */
+		for (size_t i = 0; i < st->live_cap; i++) {
+			struct st_live *e = &st->live[i];
+			if (e->proc1 == idx + 1) {
+				struct st_stack *s = &st->stacks[e->stack];
+				s->v[2] -= 1;
+				s->v[3] -= (int64_t)e->size;
+			}
+		}
+		/* Rebuild the table without this process' entries. */
+		struct st_live *old = st->live;
+		struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
+		if (nl) {
+			st->live = nl;
+			st->n_live = 0;
+			for (size_t i = 0; i < st->live_cap; i++) {
+				struct st_live *e = &old[i];
+				if (!e->proc1 || e->proc1 == idx + 1)
+					continue;
+				size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (st->live_cap - 1);
+				while (nl[h].proc1)
+					h = (h + 1) & (st->live_cap - 1);
+				nl[h] = *e;
+				st->n_live++;
+			}
+			free(old);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+bool pp_store__has_process(struct pp_store *st, pid_t pid)
+{
+	pthread_mutex_lock(&st->lock);
+	bool r = proc_find(st, pid, NULL) != NULL;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+void pp_store__set_thread_name(struct pp_store *st, pid_t pid, pid_t tid, const char *name)
+{
+	pthread_mutex_lock(&st->lock);
+	struct st_proc *p = proc_find(st, pid, NULL);
+	if (p) {
+		size_t i;
+		for (i = 0; i < p->n_threads; i++)
+			if (p->threads[i].tid == tid)
+				break;
+		if (i == p->n_threads && p->n_threads < 65536 &&
+		    !grow((void **)&p->threads, &p->cap_threads, p->n_threads + 1,
+			  sizeof(*p->threads))) {
+			p->threads[i].tid = tid;
+			p->n_threads++;
+		}
+		if (i < p->n_threads)
+			snprintf(p->threads[i].name, sizeof(p->threads[i].name), "%s", name);
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+static const char *thread_name(const struct st_proc *p, pid_t tid)
+{
+	for (size_t i = 0; i < p->n_threads; i++)
+		if (p->threads[i].tid == tid)
+			return p->threads[i].name;
+	return NULL;
+}
+
+/* ---- locations ---- */
+
+static void copy_sym(struct st_loc *l, const struct pp_sym_result *res)
+{
+	l->frames = calloc(res->n, sizeof(*l->frames));
+	if (!l->frames)
+		return;
+	for (size_t i = 0; i < res->n; i++) {
+		l->frames[i].function = xstrdup(res->frames[i].function);
+		l->frames[i].system_name = xstrdup(res->frames[i].system_name);
+		l->frames[i].file = xstrdup(res->frames[i].file);
+		l->frames[i].line = res->frames[i].line;
+		l->frames[i].start_line = res->frames[i].start_line;
+	}
+	l->n_frames = (uint32_t)res->n;
+	l->has_function = res->has_function;
+	l->has_file = res->has_file;
+	l->has_line = res->has_line;
+	l->has_inline = res->has_inline;
+}
+
+static void symbolize_loc(struct pp_store *st, struct st_proc *p, struct st_loc *l, bool kernel)
+{
+	struct pp_sym_result res = { 0 };
+
+	if (!st->sym)
+		return;
+	if (kernel) {
+		l->mapping = KERNEL_MAPPING;
+		if (pp_symbolizer__resolve_kernel(st->sym, l->addr, &res) == 0)
+			copy_sym(l, &res);
+		pp_sym_result__free(&res);
+		return;
+	}
+	const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
+	if (!m) {
+		l->mapping = -1;
+		return;
+	}
+	if (!m->path || m->special) {
+		l->mapping = -1;
+		if (pp_symbolizer__resolve_jit(st->sym, p->pid, l->addr, &res) == 0)
+			copy_sym(l, &res);
+		pp_sym_result__free(&res);
+		return;
+	}
+	const struct st_bid *bid = proc_build_id(p, m);
+	l->mapping = proc_intern_mapping(p, m, bid);
+	if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
+				   bid ? bid->len : 0, l->addr, &res) == 0)
+		copy_sym(l, &res);
+	pp_sym_result__free(&res);
+}
+
+static int table_grow(struct idx_table *t, const void *items, size_t item_size, size_t hash_off,
+		      size_t n_items)
+{
+	if ((n_items + 1) * 2 <= t->cap)
+		return 0;
+	size_t nc = t->cap * 2;
+	uint32_t *ns = calloc(nc, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_items; i++) {
+		uint64_t h;
+		memcpy(&h, (const char *)items + i * item_size + hash_off, sizeof(h));
+		size_t s = h & (nc - 1);
+		while (ns[s])
+			s = (s + 1) & (nc - 1);
+		ns[s] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = ns;
+	t->cap = nc;
+	return 0;
+}
+
+#define LOC_LEAF 1
+#define LOC_KERNEL 2
+
+/* struct st_loc has no stored hash; recompute from its key. */
+static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
+{
+	uint64_t k[3] = { proc, pc, flags };
+	return pp_hash_bytes(k, sizeof(k), 7);
+}
+
+static int loc_table_grow(struct pp_store *st)
+{
+	struct idx_table *t = &st->loc_idx;
+	if ((st->n_locs + 1) * 2 <= t->cap)
+		return 0;
+	size_t nc = t->cap * 2;
+	uint32_t *ns = calloc(nc, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_locs; i++) {
+		size_t s = loc_hash(st->locs[i].proc, st->locs[i].pc, st->locs[i].flags) & (nc - 1);
+		while (ns[s])
+			s = (s + 1) & (nc - 1);
+		ns[s] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = ns;
+	t->cap = nc;
+	return 0;
+}
+
+/* Returns loc index or -1. leaf: pc is the exact IP (else a return address). */
+static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool leaf, bool kernel)
+{
+	uint8_t flags = (leaf ? LOC_LEAF : 0) | (kernel ? LOC_KERNEL : 0);
+	uint64_t h = loc_hash(pidx, pc, flags);
+	size_t s = h & (st->loc_idx.cap - 1);
+	while (st->loc_idx.slots[s]) {
+		struct st_loc *l = &st->locs[st->loc_idx.slots[s] - 1];
+		if (l->proc == pidx && l->pc == pc && l->flags == flags)
+			return st->loc_idx.slots[s] - 1;
+		s = (s + 1) & (st->loc_idx.cap - 1);
+	}
+	size_t max_locs = (size_t)st->opts.max_stacks * 8 + 4096;
+	if (st->n_locs >= max_locs || st->n_locs >= UINT32_MAX - 1)
+		return -1;
+	if (loc_table_grow(st) ||
+	    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
+		return -1;
+	struct st_loc *l = &st->locs[st->n_locs];
+	memset(l, 0, sizeof(*l));
+	l->proc = pidx;
+	l->pc = pc;
+	l->flags = flags;
+	l->addr = leaf ? pc : pc - 1;
+	symbolize_loc(st, &st->procs[pidx], l, kernel);
+	s = h & (st->loc_idx.cap - 1);
+	while (st->loc_idx.slots[s])
+		s = (s + 1) & (st->loc_idx.cap - 1);
+	st->loc_idx.slots[s] = (uint32_t)st->n_locs + 1;
+	return (int64_t)st->n_locs++;
+}
+
+/* ---- stacks ---- */
+
+static uint64_t stack_hash(uint8_t kind, uint32_t proc, pid_t tid, uint64_t size,
+			   const uint32_t *locs, uint32_t n)
+{
+	uint64_t k[4] = { kind, proc, (uint64_t)(uint32_t)tid, size };
+	uint64_t h = pp_hash_bytes(k, sizeof(k), 11);
+	return pp_hash_bytes(locs, n * sizeof(*locs), h);
+}
+
+static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pid_t tid,
+			    uint64_t size, const uint32_t *locs, uint32_t n)
+{
+	uint64_t h = stack_hash(kind, pidx, tid, size, locs, n);
+	size_t s = h & (st->stack_idx.cap - 1);
+	while (st->stack_idx.slots[s]) {
+		struct st_stack *x = &st->stacks[st->stack_idx.slots[s] - 1];
+		if (x->hash == h && x->kind == kind && x->proc == pidx && x->tid == tid &&
+		    x->size == size && x->n == n && !memcmp(x->locs, locs, n * sizeof(*locs)))
+			return st->stack_idx.slots[s] - 1;
+		s = (s + 1) & (st->stack_idx.cap - 1);
+	}
+	if (st->n_stacks >= st->opts.max_stacks) {
+		st->stats.dropped_stacks++;
+		return -1;
+	}
+	if (table_grow(&st->stack_idx, st->stacks, sizeof(*st->stacks),
+		       offsetof(struct st_stack, hash), st->n_stacks) ||
+	    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks)))
+		return -1;
+	struct st_stack *x = &st->stacks[st->n_stacks];
+	memset(x, 0, sizeof(*x));
+	x->locs = malloc((n ? n : 1) * sizeof(*locs));
+	if (!x->locs)
+		return -1;
+	memcpy(x->locs, locs, n * sizeof(*locs));
+	x->kind = kind;
+	x->proc = pidx;
+	x->tid = tid;
+	x->size = size;
+	x->n = n;
+	x->hash = h;
+	s = h & (st->stack_idx.cap - 1);
+	while (st->stack_idx.slots[s])
+		s = (s + 1) & (st->stack_idx.cap - 1);
+	st->stack_idx.slots[s] = (uint32_t)st->n_stacks + 1;
+	return (int64_t)st->n_stacks++;
+}
+
+/* Called with the lock held. Returns the stack index or -1. */
+static int64_t add_stack(struct pp_store *st, uint8_t kind, pid_t pid, pid_t tid, uint64_t size,
+			 const uint64_t *pcs, size_t n, const uint64_t *kpcs, size_t nk)
+{
+	uint32_t pidx;
+	uint32_t locs[MAX_FRAMES];
+	uint32_t nl = 0;
+
+	if (!proc_find(st, pid, &pidx))
+		return -1;
+	for (size_t i = 0; i < nk && nl < MAX_FRAMES; i++) {
+		int64_t l = loc_intern(st, pidx, kpcs[i], i == 0, true);
+		if (l >= 0)
+			locs[nl++] = (uint32_t)l;
+	}
+	for (size_t i = 0; i < n && nl < MAX_FRAMES; i++) {
+		if (!pcs[i])
+			continue;
+		int64_t l = loc_intern(st, pidx, pcs[i], i == 0 && nk == 0, false);
+		if (l >= 0)
+			locs[nl++] = (uint32_t)l;
+	}
+	return stack_intern(st, kind, pidx, tid, size, locs, nl);
+}
+
+int pp_store__add_cpu(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
+		      const uint64_t *kpcs, size_t nk, uint64_t weight_ns)
+{
+	int r = 0;
+	pthread_mutex_lock(&st->lock);
+	int64_t s = add_stack(st, PP_PROFILE_CPU, pid, tid, 0, pcs, n, kpcs, nk);
+	if (s < 0) {
+		r = -ENOSPC;
+	} else {
+		st->stacks[s].v[0] += 1;
+		st->stacks[s].v[1] += (int64_t)weight_ns;
+		st->stats.cpu_samples++;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static struct st_live *live_slot(struct pp_store *st, uint32_t proc1, uint64_t addr, bool *found)
+{
+	size_t mask = st->live_cap - 1;
+	size_t h = pp_hash_bytes(&addr, 8, proc1) & mask;
+	while (st->live[h].proc1) {
+		if (st->live[h].proc1 == proc1 && st->live[h].addr == addr) {
+			*found = true;
+			return &st->live[h];
+		}
+		h = (h + 1) & mask;
+	}
+	*found = false;
+	return &st->live[h];
+}
+
+static void live_delete(struct pp_store *st, struct st_live *e)
+{
+	size_t mask = st->live_cap - 1;
+	size_t i = (size_t)(e - st->live);
+	size_t j = i;
+	st->live[i].proc1 = 0;
+	st->n_live--;
+	/* Backward-shift deletion keeps probe chains intact. */
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!st->live[j].proc1)
+			break;
+		size_t k = pp_hash_bytes(&st->live[j].addr, 8, st->live[j].proc1) & mask;
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			st->live[i] = st->live[j];
+			st->live[j].proc1 = 0;
+			i = j;
+		}
+	}
+}
+
+int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
+			 uint64_t addr, uint64_t size)
+{
+	int r = 0;
+	uint32_t pidx;
+	pthread_mutex_lock(&st->lock);
+	if (!proc_find(st, pid, &pidx)) {
+		r = -ESRCH;
+		goto out;
+	}
+	bool found;
+	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
+	if (found) {
+		/* A free we never saw (e.g. dropped): the old object is gone. */
+		struct st_stack *old = &st->stacks[e->stack];
+		old->v[2] -= 1;
+		old->v[3] -= (int64_t)e->size;
+		live_delete(st, e);
+		st->stats.unknown_frees++;
+		e = live_slot(st, pidx + 1, addr, &found);
+	}
+	int64_t s = add_stack(st, PP_PROFILE_HEAP, pid, 0, size, pcs, n, NULL, 0);
+	if (s < 0) {
+		r = -ENOSPC;
+		goto out;
+	}
+	struct st_stack *x = &st->stacks[s];
+	x->v[0] += 1;
+	x->v[1] += (int64_t)size;
+	st->stats.heap_samples++;
+	if (st->n_live >= st->opts.max_live) {
+		st->stats.dropped_live++;
+		goto out;
+	}
+	x->v[2] += 1;
+	x->v[3] += (int64_t)size;
+	e->proc1 = pidx + 1;
+	e->addr = addr;
+	e->size = size;
+	e->stack = (uint32_t)s;
+	st->n_live++;
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int pp_store__heap_free(struct pp_store *st, pid_t pid, uint64_t addr)
+{
+	int r = 0;
+	uint32_t pidx;
+	pthread_mutex_lock(&st->lock);
+	if (!proc_find(st, pid, &pidx)) {
+		r = -ESRCH;
+		goto out;
+	}
+	bool found;
+	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
+	if (!found) {
+		st->stats.unknown_frees++;
+		r = -ENOENT;
+		goto out;
+	}
+	struct st_stack *x = &st->stacks[e->stack];
+	x->v[2] -= 1;
+	x->v[3] -= (int64_t)e->size;
+	live_delete(st, e);
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int pp_store__add_contention(struct pp_store *st, enum pp_profile_kind kind, pid_t pid, pid_t tid,
+			     const uint64_t *pcs, size_t n, int64_t count, int64_t delay_ns)
+{
+	int r = 0;
+	if (kind != PP_PROFILE_BLOCK && kind != PP_PROFILE_MUTEX)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	int64_t s = add_stack(st, (uint8_t)kind, pid, tid, 0, pcs, n, NULL, 0);
+	if (s < 0) {
+		r = -ENOSPC;
+	} else {
+		st->stacks[s].v[0] += count;
+		st->stacks[s].v[1] += delay_ns;
+		st->stats.contention_samples++;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int pp_store__gauge_begin(struct pp_store *st, enum pp_profile_kind kind)
+{
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n_stacks; i++)
+		if (st->stacks[i].kind == kind)
+			memset(st->stacks[i].v, 0, sizeof(st->stacks[i].v));
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+int pp_store__gauge_add(struct pp_store *st, enum pp_profile_kind kind, pid_t pid, pid_t tid,
+			const uint64_t *pcs, size_t n)
+{
+	int r = 0;
+	pthread_mutex_lock(&st->lock);
+	/* Gauges aggregate identical stacks across threads (like goroutines). */
+	int64_t s = add_stack(st, (uint8_t)kind, pid, 0, 0, pcs, n, NULL, 0);
+	(void)tid;
+	if (s < 0)
+		r = -ENOSPC;
+	else
+		st->stacks[s].v[0] += 1;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind)
+{
+	(void)st;
+	(void)kind;
+}
+
+struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind)
+{
+	struct pp_store_snapshot *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->kind = kind;
+	s->time_ns = pp_now_real_ns();
+	pthread_mutex_lock(&st->lock);
+	s->n = st->n_stacks;
+	s->v = calloc(s->n ? s->n : 1, sizeof(*s->v));
+	if (!s->v) {
+		pthread_mutex_unlock(&st->lock);
+		free(s);
+		return NULL;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		memcpy(s->v[i], st->stacks[i].v, sizeof(s->v[i]));
+	pthread_mutex_unlock(&st->lock);
+	return s;
+}
+
+void pp_store_snapshot__free(struct pp_store_snapshot *snap)
+{
+	if (!snap)
+		return;
+	free(snap->v);
+	free(snap);
+}
+
+/* ---- rendering ---- */
+
+static uint8_t stack_kind_for(enum pp_profile_kind k)
+{
+	return k == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : (uint8_t)k;
+}
+
+static void stack_values(const struct pp_store *st, size_t i, const struct pp_store_snapshot *base,
+			 int64_t out[NVALS])
+{
+	memcpy(out, st->stacks[i].v, sizeof(int64_t) * NVALS);
+	if (base && i < base->n)
+		for (int k = 0; k < NVALS; k++)
+			out[k] -= base->v[i][k];
+}
+
+static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
+{
+	if (rate <= 1 || count == 0)
+		return 1.0;
+	double avg = (double)bytes / (double)count;
+	if (avg < 0)
+		avg = -avg;
+	if (avg <= 0)
+		return 1.0;
+	return 1.0 / (1.0 - exp(-avg / (double)rate));
+}
+
+struct render_ctx {
+	struct pp_store *st;
+	struct pp_pprof *pp;
+	uint64_t *loc_ids;      /* per store loc: pprof id, 0 = not yet */
+	uint64_t **map_ids;     /* per proc: per mapping pprof id */
+	uint64_t kernel_map;
+};
+
+static uint64_t render_mapping(struct render_ctx *rc, uint32_t pidx, int32_t m)
+{
+	struct st_proc *p = &rc->st->procs[pidx];
+	if (m == KERNEL_MAPPING) {
+		if (!rc->kernel_map) {
+			struct pp_pprof_mapping km = { .start = 0xffff800000000000ull,
+						       .limit = 0xffffffffffffffffull,
+						       .file = "[kernel.kallsyms]" };
+			rc->kernel_map = pp_pprof__add_mapping(rc->pp, &km);
+		}
+		return rc->kernel_map;
+	}
+	if (m < 0 || (size_t)m >= p->n_mappings)
+		return 0;
+	if (!rc->map_ids[pidx]) {
+		rc->map_ids[pidx] = calloc(p->n_mappings, sizeof(uint64_t));
+		if (!rc->map_ids[pidx])
+			return 0;
+	}
+	if (!rc->map_ids[pidx][m]) {
+		const struct st_mapping *x = &p->mappings[m];
+		struct pp_pprof_mapping pm = { .start = x->start, .limit = x->limit,
+					       .offset = x->offset, .file = x->file,
+					       .build_id = x->build_id[0] ? x->build_id : NULL };
+		rc->map_ids[pidx][m] = pp_pprof__add_mapping(rc->pp, &pm);
+	}
+	return rc->map_ids[pidx][m];
+}
+
+static uint64_t render_loc(struct render_ctx *rc, uint32_t li)
+{
+	if (rc->loc_ids[li])
+		return rc->loc_ids[li];
+	const struct st_loc *l = &rc->st->locs[li];
+	struct pp_pprof_line lines[64];
+	size_t n = PP_MIN(l->n_frames, ARRAY_SIZE(lines));
+	for (size_t i = 0; i < n; i++) {
+		lines[i] = (struct pp_pprof_line){ .function = l->frames[i].function,
+						   .system_name = l->frames[i].system_name,
+						   .file = l->frames[i].file,
+						   .line = l->frames[i].line,
+						   .start_line = l->frames[i].start_line };
+	}
+	uint64_t mid = render_mapping(rc, l->proc, l->mapping);
+	/* has_inline_frames means "inline frames were looked up" (DWARF present). */
+	struct pp_pprof_loc_info info = { .has_function = l->has_function,
+					  .has_file = l->has_file,
+					  .has_line = l->has_line,
+					  .has_inline = l->has_line };
+	rc->loc_ids[li] = pp_pprof__add_location_ex(rc->pp, mid, l->addr, lines, n, &info);
+	return rc->loc_ids[li];
+}
+
+static bool in_group(const struct pp_store *st, uint32_t pidx, int group)
+{
+	return group < 0 || st->procs[pidx].group == group;
+}
+
+static int render_proto(struct pp_store *st, const struct pp_store_render_opts *o,
+			struct pp_buf *out)
+{
+	enum pp_profile_kind kind = o->kind;
+	uint8_t sk = stack_kind_for(kind);
+	struct render_ctx rc = { .st = st };
+	int r = -ENOMEM;
+	uint64_t now = pp_now_real_ns();
+
+	rc.pp = pp_pprof__new();
+	rc.loc_ids = calloc(st->n_locs + 1, sizeof(*rc.loc_ids));
+	rc.map_ids = calloc(st->n_procs + 1, sizeof(*rc.map_ids));
+	if (!rc.pp || !rc.loc_ids || !rc.map_ids)
+		goto out;
+
+	int64_t duration = o->base ? (int64_t)(now - o->base->time_ns) : 0;
+	switch (kind) {
+	case PP_PROFILE_CPU:
+		pp_pprof__add_sample_type(rc.pp, "samples", "count");
+		pp_pprof__add_sample_type(rc.pp, "cpu", "nanoseconds");
+		pp_pprof__set_period(rc.pp, "cpu", "nanoseconds", (int64_t)st->opts.cpu_period_ns);
+		if (duration <= 0)
+			duration = 1;
+		break;
+	case PP_PROFILE_HEAP:
+	case PP_PROFILE_ALLOCS:
+		pp_pprof__add_sample_type(rc.pp, "alloc_objects", "count");
+		pp_pprof__add_sample_type(rc.pp, "alloc_space", "bytes");
+		pp_pprof__add_sample_type(rc.pp, "inuse_objects", "count");
+		pp_pprof__add_sample_type(rc.pp, "inuse_space", "bytes");
+		pp_pprof__set_period(rc.pp, "space", "bytes", (int64_t)st->opts.heap_sample_rate);
+		if (kind == PP_PROFILE_ALLOCS)
+			pp_pprof__set_default_sample_type(rc.pp, "alloc_space");
+		break;
+	case PP_PROFILE_GOROUTINE:
+		pp_pprof__add_sample_type(rc.pp, "goroutine", "count");
+		pp_pprof__set_period(rc.pp, "goroutine", "count", 1);
+		break;
+	case PP_PROFILE_THREADCREATE:
+		pp_pprof__add_sample_type(rc.pp, "threadcreate", "count");
+		pp_pprof__set_period(rc.pp, "threadcreate", "count", 1);
+		break;
+	case PP_PROFILE_BLOCK:
+	case PP_PROFILE_MUTEX:
+		pp_pprof__add_sample_type(rc.pp, "contentions", "count");
+		pp_pprof__add_sample_type(rc.pp, "delay", "nanoseconds");
+		pp_pprof__set_period(rc.pp, "contentions", "count", 1);
+		break;
+	default:
+		r = -EINVAL;
+		goto out;
+	}
+	pp_pprof__set_time(rc.pp, (int64_t)now, o->base ? duration : (kind == PP_PROFILE_CPU ? 1 : 0));
+	for (size_t i = 0; i < o->n_comments; i++)
+		if (o->comments[i])
+			pp_pprof__add_comment(rc.pp, o->comments[i]);
+
+	/* The main executable of the first process is mapping 1. */
+	for (size_t i = 0; i < st->n_procs; i++) {
+		struct st_proc *p = &st->procs[i];
+		if (in_group(st, (uint32_t)i, o->group) && p->exe_mapping >= 0 &&
+		    (p->alive || i + 1 == st->n_procs)) {
+			render_mapping(&rc, (uint32_t)i, p->exe_mapping);
+			break;
+		}
+	}
+
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *s = &st->stacks[i];
+		if (s->kind != sk || !in_group(st, s->proc, o->group))
+			continue;
+		int64_t v[NVALS];
+		stack_values(st, i, o->base, v);
+		int64_t vals[NVALS];
+		size_t nv;
+		switch (kind) {
+		case PP_PROFILE_CPU:
+		case PP_PROFILE_BLOCK:
+		case PP_PROFILE_MUTEX:
+			vals[0] = v[0];
+			vals[1] = v[1];
+			nv = 2;
+			break;
+		case PP_PROFILE_HEAP:
+		case PP_PROFILE_ALLOCS: {
+			double sa = heap_scale(st->opts.heap_sample_rate, v[0], v[1]);
+			double si = heap_scale(st->opts.heap_sample_rate, v[2], v[3]);
+			vals[0] = llround((double)v[0] * sa);
+			vals[1] = llround((double)v[1] * sa);
+			vals[2] = llround((double)v[2] * si);
+			vals[3] = llround((double)v[3] * si);
+			nv = 4;
+			break;
+		}
+		default:
+			vals[0] = v[0];
+			nv = 1;
+			break;
+		}
+		bool nonzero = false;
+		for (size_t k = 0; k < nv; k++)
+			nonzero |= vals[k] != 0;
+		if (!nonzero)
+			continue;
+
+		uint64_t ids[MAX_FRAMES];
+		size_t n = 0;
+		for (uint32_t k = 0; k < s->n && n < MAX_FRAMES; k++) {
+			uint64_t id = render_loc(&rc, s->locs[k]);
+			if (id)
+				ids[n++] = id;
+		}
+		const struct st_proc *p = &st->procs[s->proc];
+		struct pp_pprof_label labels[5];
+		size_t nl = 0;
+		labels[nl++] = (struct pp_pprof_label){ .key = "pid", .num = p->pid };
+		labels[nl++] = (struct pp_pprof_label){ .key = "comm", .str = p->comm };
+		if (s->tid > 0) {
+			const char *tn = thread_name(p, s->tid);
+			if (tn && *tn)
+				labels[nl++] = (struct pp_pprof_label){ .key = "thread_name", .str = tn };
+			labels[nl++] = (struct pp_pprof_label){ .key = "thread_id", .num = s->tid };
+		}
+		if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
+			labels[nl++] = (struct pp_pprof_label){ .key = "bytes",
+								.num = (int64_t)s->size,
+								.num_unit = "bytes" };
+		r = pp_pprof__add_sample(rc.pp, ids, n, vals, nv, labels, nl);
+		if (r < 0)
+			goto out;
+	}
+	r = pp_pprof__encode(rc.pp, true, out);
+out:
+	if (rc.map_ids)
+		for (size_t i = 0; i < st->n_procs; i++)
+			free(rc.map_ids[i]);
+	free(rc.map_ids);
+	free(rc.loc_ids);
+	pp_pprof__free(rc.pp);
+	return r;
+}
+
+struct text_rec {
+	size_t stack;
+	int64_t v[NVALS];
+};
+
+static int cmp_rec_desc(const void *a, const void *b)
+{
+	const struct text_rec *x = a, *y = b;
+	int64_t kx = x->v[3] ? x->v[3] : x->v[1], ky = y->v[3] ? y->v[3] : y->v[1];
+	if (kx != ky)
+		return kx < ky ? 1 : -1;
+	return x->stack < y->stack ? -1 : (x->stack > y->stack);
+}
+
+static int cmp_rec_count(const void *a, const void *b)
+{
+	const struct text_rec *x = a, *y = b;
+	if (x->v[0] != y->v[0])
+		return x->v[0] < y->v[0] ? 1 : -1;
+	return x->stack < y->stack ? -1 : (x->stack > y->stack);
+}
+
+static int text_frames(struct pp_store *st, struct pp_buf *out, const struct st_stack *s)
+{
+	int r = 0;
+	for (uint32_t k = 0; k < s->n && !r; k++)
+		r = pp_buf_printf(out, " %#" PRIx64, st->locs[s->locs[k]].addr);
+	r = r ? r : pp_buf_puts(out, "\n");
+	for (uint32_t k = 0; k < s->n && !r; k++) {
+		const struct st_loc *l = &st->locs[s->locs[k]];
+		if (!l->n_frames) {
+			r = pp_buf_printf(out, "#\t%#" PRIx64 "\n", l->addr);
+			continue;
+		}
+		for (uint32_t f = 0; f < l->n_frames && !r; f++) {
+			const struct st_frame *fr = &l->frames[f];
+			if (fr->file)
+				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\t%s:%u\n", l->addr,
+						  fr->function, fr->file, fr->line);
+			else
+				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\n", l->addr,
+						  fr->function);
+		}
+	}
+	return r ? r : pp_buf_puts(out, "\n");
+}
+
+static int render_text(struct pp_store *st, const struct pp_store_render_opts *o,
+		       struct pp_buf *out)
+{
+	enum pp_profile_kind kind = o->kind;
+	uint8_t sk = stack_kind_for(kind);
+	struct text_rec *recs = calloc(st->n_stacks + 1, sizeof(*recs));
+	size_t n = 0;
+	int64_t tot[NVALS] = { 0 };
+	int r = 0;
+
+	if (!recs)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *s = &st->stacks[i];
+		if (s->kind != sk || !in_group(st, s->proc, o->group))
+			continue;
+		stack_values(st, i, o->base, recs[n].v);
+		if (!recs[n].v[0] && !recs[n].v[1] && !recs[n].v[2] && !recs[n].v[3])
+			continue;
+		recs[n].stack = i;
+		for (int k = 0; k < NVALS; k++)
+			tot[k] += recs[n].v[k];
+		n++;
+	}
+	switch (kind) {
+	case PP_PROFILE_HEAP:
+	case PP_PROFILE_ALLOCS:
+		qsort(recs, n, sizeof(*recs), cmp_rec_desc);
+		r = pp_buf_printf(out, "heap profile: %" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64
+				  "] @ heap/%" PRIu64 "\n",
+				  tot[2], tot[3], tot[0], tot[1], 2 * st->opts.heap_sample_rate);
+		for (size_t i = 0; i < n && !r; i++) {
+			r = pp_buf_printf(out, "%" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @",
+					  recs[i].v[2], recs[i].v[3], recs[i].v[0], recs[i].v[1]);
+			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);
+		}
+		break;
+	case PP_PROFILE_BLOCK:
+	case PP_PROFILE_MUTEX:
+		qsort(recs, n, sizeof(*recs), cmp_rec_desc);
+		r = pp_buf_printf(out, "--- %s:\ncycles/second=1000000000\n",
+				  kind == PP_PROFILE_BLOCK ? "contention" : "mutex");
+		if (!r && kind == PP_PROFILE_MUTEX)
+			r = pp_buf_puts(out, "sampling period=1\n");
+		for (size_t i = 0; i < n && !r; i++) {
+			r = pp_buf_printf(out, "%" PRId64 " %" PRId64 " @", recs[i].v[1], recs[i].v[0]);
+			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);
+		}
+		break;
+	case PP_PROFILE_GOROUTINE:
+	case PP_PROFILE_THREADCREATE:
+	case PP_PROFILE_CPU:
+		qsort(recs, n, sizeof(*recs), cmp_rec_count);
+		r = pp_buf_printf(out, "%s profile: total %" PRId64 "\n", pp_profile_kind__name(kind),
+				  tot[0]);
+		for (size_t i = 0; i < n && !r; i++) {
+			r = pp_buf_printf(out, "%" PRId64 " @", recs[i].v[0]);
+			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);
+		}
+		break;
+	default:
+		r = -EINVAL;
+	}
+	for (size_t i = 0; i < o->n_comments && !r; i++)
+		if (o->comments[i])
+			r = pp_buf_printf(out, "# %s\n", o->comments[i]);
+	free(recs);
+	return r;
+}
+
+int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out)
+{
+	int r;
+	pthread_mutex_lock(&st->lock);
+	if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
+		r = render_text(st, o, out);
+	else
+		r = render_proto(st, o, out);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+long pp_store__count(struct pp_store *st, enum pp_profile_kind kind, int group)
+{
+	long c = 0;
+	uint8_t sk = stack_kind_for(kind);
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *s = &st->stacks[i];
+		if (s->kind != sk || !in_group(st, s->proc, group))
+			continue;
+		if (kind == PP_PROFILE_HEAP ? s->v[2] != 0 : s->v[0] != 0)
+			c++;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return c;
+}
+
+int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_buf *out)
+{
+	int r = -ENOENT;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n_procs && r == -ENOENT; i++) {
+		struct st_proc *p = &st->procs[i];
+		if (!p->alive || !in_group(st, (uint32_t)i, group))
+			continue;
+		const struct pp_map *m = pp_maps__find(&p->maps, addr);
+		if (!m || !m->path || m->special || !st->sym)
+			continue;
+		const struct st_bid *bid = proc_build_id(p, m);
+		struct pp_sym_result res = { 0 };
+		if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
+					   bid ? bid->len : 0, addr, &res) == 0 &&
+		    res.n && res.has_function)
+			r = pp_buf_puts(out, res.frames[res.n - 1].function);
+		pp_sym_result__free(&res);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int pp_store__heap_stats(struct pp_store *st, pid_t pid, struct pp_store_heap_stats *ret)
+{
+	uint32_t pidx;
+	struct pp_store_heap_stats hs = { 0 };
+	pthread_mutex_lock(&st->lock);
+	if (!proc_find(st, pid, &pidx)) {
+		pthread_mutex_unlock(&st->lock);
+		return -ESRCH;
+	}
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *s = &st->stacks[i];
+		if (s->kind != PP_PROFILE_HEAP || s->proc != pidx)
+			continue;
+		double sa = heap_scale(st->opts.heap_sample_rate, s->v[0], s->v[1]);
+		double si = heap_scale(st->opts.heap_sample_rate, s->v[2], s->v[3]);
+		hs.alloc_objects += (uint64_t)llround((double)s->v[0] * sa);
+		hs.alloc_bytes += (uint64_t)llround((double)s->v[1] * sa);
+		if (s->v[2] > 0) {
+			hs.inuse_objects += (uint64_t)llround((double)s->v[2] * si);
+			hs.inuse_bytes += (uint64_t)llround((double)s->v[3] * si);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	*ret = hs;
+	return 0;
+}
+
+void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret)
+{
+	pthread_mutex_lock(&st->lock);
+	*ret = st->stats;
+	ret->stacks = st->n_stacks;
+	ret->locations = st->n_locs;
+	ret->procs = 0;
+	for (size_t i = 0; i < st->n_procs; i++)
+		ret->procs += st->procs[i].alive;
+	ret->live_entries = st->n_live;
+	pthread_mutex_unlock(&st->lock);
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cpubench [--wait] [threads] [rounds]: a fixed amount of CPU work in functions
+ * built without frame pointers; prints the wall time in seconds. Used to
+ * measure the slowdown podprof's CPU sampling causes.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static long g_rounds = 400;
+
+static uint64_t __attribute__((noinline)) leaf_work(uint64_t x, long n)
+{
+	for (long i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return x;
+}
+
+static uint64_t __attribute__((noinline)) mid_work(uint64_t x)
+{
+	volatile char pad[4096];
+	pad[0] = (char)x;
+	return leaf_work(x + (uint64_t)pad[0], 250000);
+}
+
+static void *run(void *arg)
+{
+	uint64_t x = (uintptr_t)arg;
+	for (long r = 0; r < g_rounds; r++)
+		x = mid_work(x);
+	return (void *)(uintptr_t)x;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--wait")) {
+		char line[16];
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		argc--;
+		argv++;
+	}
+	int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 1;
+	if (argc > 2)
+		g_rounds = strtol(argv[2], NULL, 10);
+	if (n < 1 || n > 64 || g_rounds < 1)
+		return 2;
+	pthread_t t[64];
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, run, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("%.4f\n", (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+	return 0;
+}

@@ -1,0 +1,1418 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent.h"
+
+#include "podprof-config.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cpu/cpu.h"
+#include "heap/heap.h"
+#include "offcpu/offcpu.h"
+#include "procfs/procfs.h"
+#include "store/store.h"
+#include "symbolize/symbolize.h"
+#include "threads/threads.h"
+#include "unwind/unwind.h"
+#include "util/log.h"
+
+#define MAX_PCS 256
+#define MAX_SERVERS 16
+#define THREADCREATE_MAX 65536
+
+enum consumer { C_CPU = 0, C_HEAP, C_OFFCPU, C_SNAPSHOT, C__COUNT };
+
+struct target {
+	pid_t pid;
+	uint64_t start_time;
+	int group;
+	char comm[16];
+	char *exe;
+	uint64_t maps_hash;
+	unsigned maps_gen;
+	bool seen;
+	bool heap_attached;
+	bool cpu_attached;
+	bool offcpu_attached;
+};
+
+struct unw_entry {
+	pid_t pid;
+	uint64_t start_time;
+	unsigned gen;
+	struct pp_unwinder *u;
+};
+
+struct unw_cache {
+	struct unw_entry *v;
+	size_t n, cap;
+};
+
+struct tc_entry { /* thread creation stacks, by new tid */
+	pid_t pid, tid;
+	uint32_t n;
+	uint64_t pcs[64];
+};
+
+struct source_ctx {
+	struct pp_agent *a;
+	int group;
+	struct pp_http_source src;
+};
+
+struct pp_agent {
+	struct pp_config *cfg;
+	struct pp_agent_opts opts;
+	pid_t self;
+	uint64_t start_ns;
+
+	struct pp_symbolizer *sym;
+	struct pp_store *store;
+	struct pp_cpu_sampler *cpu;
+	struct pp_heap_tracer *heap;
+	struct pp_offcpu *offcpu;
+
+	pthread_mutex_t lock; /* targets, windows, tc */
+	struct target *targets;
+	size_t n_targets, cap_targets;
+	atomic_uint exits_gen;
+
+	int cpu_windows;
+	struct unw_cache unw[C__COUNT];
+	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests, C_SNAPSHOT cache */
+
+	struct tc_entry *tc;
+	size_t n_tc, cap_tc;
+
+	pthread_t th_discovery, th_cpu, th_heap, th_offcpu;
+	bool th_started[4];
+	atomic_bool stop;
+
+	struct source_ctx sources[MAX_SERVERS];
+	size_t n_sources;
+	struct pp_http_server *servers[MAX_SERVERS];
+	size_t n_servers;
+
+	/* counters */
+	atomic_uint_fast64_t samples, unwinds, unwinds_complete, unwind_errors, unwind_truncated;
+	atomic_uint_fast64_t heap_events, offcpu_events, attach_errors, discovery_passes;
+	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
+	uint64_t last_memstats_ns;
+	bool caps_bpf, caps_perfmon, caps_ptrace;
+	char heap_disabled_reason[160];
+	char offcpu_disabled_reason[160];
+	char cpu_disabled_reason[160];
+};
+
+static char *strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strfmt(const char *fmt, ...)
+{
+	struct pp_buf b = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	int r = pp_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		pp_buf_free(&b);
+		return NULL;
+	}
+	return pp_buf_steal(&b, NULL);
+}
+
+/* ---- targets ---- */
+
+static struct target *target_find(struct pp_agent *a, pid_t pid)
+{
+	for (size_t i = 0; i < a->n_targets; i++)
+		if (a->targets[i].pid == pid)
+			return &a->targets[i];
+	return NULL;
+}
+
+static bool target_get(struct pp_agent *a, pid_t pid, uint64_t *start_time, unsigned *gen)
+{
+	pthread_mutex_lock(&a->lock);
+	struct target *t = target_find(a, pid);
+	if (t) {
+		*start_time = t->start_time;
+		*gen = t->maps_gen;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return t != NULL;
+}
+
+static void target_detach(struct pp_agent *a, struct target *t)
+{
+	if (a->cpu && t->cpu_attached)
+		pp_cpu_sampler__remove_process(a->cpu, t->pid);
+	if (a->heap && t->heap_attached)
+		pp_heap_tracer__detach(a->heap, t->pid);
+	if (a->offcpu && t->offcpu_attached)
+		pp_offcpu__remove_process(a->offcpu, t->pid);
+	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
+}
+
+static void heap_attach(struct pp_agent *a, struct target *t)
+{
+	if (!a->heap || t->heap_attached)
+		return;
+	int r = pp_heap_tracer__attach(a->heap, t->pid);
+	if (r == 0) {
+		t->heap_attached = true;
+		struct pp_heap_proc_stats hs;
+		if (pp_heap_tracer__proc_stats(a->heap, t->pid, &hs) == 0)
+			pp_info("heap: tracing pid %d (%s) allocator %s%s", t->pid, t->comm,
+				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)");
+	} else if (r != -ESRCH) {
+		a->attach_errors++;
+		pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty",
+			t->pid, t->comm, strerror(-r));
+	}
+}
+
+/* Reads maps and registers pid with the store. Called without a->lock. */
+static int register_process(struct pp_agent *a, const struct pp_proc_info *info, int group,
+			    uint64_t *ret_hash)
+{
+	char *text = NULL;
+	size_t len = 0;
+	char path[64];
+	struct pp_maps maps = { 0 };
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", info->pid);
+	int r = pp_read_file(path, 64 << 20, &text, &len);
+	if (r < 0)
+		return r;
+	if (ret_hash)
+		*ret_hash = pp_hash_bytes(text, len, 1);
+	r = pp_maps__parse(text, len, &maps, NULL);
+	free(text);
+	if (r < 0)
+		return r;
+	r = pp_store__process_update(a->store, info, &maps, group);
+	pp_maps__free(&maps);
+	return r;
+}
+
+static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
+{
+	if (info->kernel_thread)
+		return -1;
+	if (info->pid == a->self && !a->cfg->discovery.include_self)
+		return -1;
+	if (a->cfg->n_targets == 0)
+		return 0;
+	for (size_t i = 0; i < a->cfg->n_targets; i++)
+		if (pp_selector__match(&a->cfg->targets[i], info) == 1)
+			return (int)i;
+	return -1;
+}
+
+/* Adds a new target. Called with a->lock held; drops nothing. */
+static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *info, int group,
+				 uint64_t maps_hash)
+{
+	if (a->n_targets >= a->cfg->limits.max_targets)
+		return NULL;
+	if (a->n_targets == a->cap_targets) {
+		size_t nc = a->cap_targets ? a->cap_targets * 2 : 16;
+		struct target *p = realloc(a->targets, nc * sizeof(*p));
+		if (!p)
+			return NULL;
+		a->targets = p;
+		a->cap_targets = nc;
+	}
+	struct target *t = &a->targets[a->n_targets++];
+	memset(t, 0, sizeof(*t));
+	t->pid = info->pid;
+	t->start_time = info->start_time;
+	t->group = group;
+	t->maps_hash = maps_hash;
+	t->seen = true;
+	memcpy(t->comm, info->comm, sizeof(t->comm));
+	t->exe = info->exe ? strdup(info->exe) : NULL;
+	if (a->cpu) {
+		int r = pp_cpu_sampler__add_process(a->cpu, t->pid);
+		if (r == 0)
+			t->cpu_attached = true;
+		else if (r != -ESRCH)
+			a->attach_errors++;
+	}
+	if (a->offcpu && pp_offcpu__add_process(a->offcpu, t->pid) == 0)
+		t->offcpu_attached = true;
+	heap_attach(a, t);
+	pp_info("target: pid %d (%s) %s [%s]", t->pid, t->comm, t->exe ? t->exe : "?",
+		a->cfg->n_targets ? a->cfg->targets[group].name : "all");
+	return t;
+}
+
+static void target_remove_at(struct pp_agent *a, size_t i)
+{
+	struct target *t = &a->targets[i];
+	pp_info("target: pid %d (%s) exited", t->pid, t->comm);
+	target_detach(a, t);
+	pp_store__process_exit(a->store, t->pid);
+	free(t->exe);
+	a->targets[i] = a->targets[--a->n_targets];
+	atomic_fetch_add(&a->exits_gen, 1);
+}
+
+/*
+ * A collector reported a pid we do not know (a child forked by a target, or
+ * a thread of a process seen before discovery): adopt it into its parent's
+ * group if it qualifies.
+ */
+static bool adopt(struct pp_agent *a, pid_t pid)
+{
+	struct pp_proc_info info = { 0 };
+	uint64_t st;
+	unsigned gen;
+
+	if (target_get(a, pid, &st, &gen))
+		return true;
+	if (pp_proc__read_info(pid, &info) < 0)
+		return false;
+	int group = select_group(a, &info);
+	if (group < 0) {
+		/* Not selected by itself: a child inherits its parent's target. */
+		pthread_mutex_lock(&a->lock);
+		struct target *parent = target_find(a, info.ppid);
+		group = parent ? parent->group : -1;
+		pthread_mutex_unlock(&a->lock);
+	}
+	bool ok = false;
+	uint64_t h = 0;
+	if (group >= 0 && register_process(a, &info, group, &h) == 0) {
+		pthread_mutex_lock(&a->lock);
+		if (!target_find(a, pid))
+			ok = target_add(a, &info, group, h) != NULL;
+		else
+			ok = true;
+		pthread_mutex_unlock(&a->lock);
+	}
+	pp_proc_info__free(&info);
+	return ok;
+}
+
+static void update_thread_names(struct pp_agent *a, pid_t pid)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+	if (pp_proc__list_tids(pid, &tids, &n) < 0)
+		return;
+	for (size_t i = 0; i < n && i < 4096; i++) {
+		char name[16];
+		if (pp_proc__thread_name(pid, tids[i], name, sizeof(name)) == 0)
+			pp_store__set_thread_name(a->store, pid, tids[i], name);
+	}
+	atomic_store(&a->threads_seen, n);
+	free(tids);
+}
+
+static void log_memstats(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	size_t n = a->n_targets;
+	pid_t *pids = calloc(n ? n : 1, sizeof(*pids));
+	for (size_t i = 0; pids && i < n; i++)
+		pids[i] = a->targets[i].pid;
+	pthread_mutex_unlock(&a->lock);
+	for (size_t i = 0; pids && i < n; i++) {
+		struct pp_proc_status ps = { 0 };
+		struct pp_store_heap_stats hs = { 0 };
+		struct pp_heap_proc_stats ht = { 0 };
+		if (pp_proc__read_status(pids[i], &ps) < 0)
+			continue;
+		pp_store__heap_stats(a->store, pids[i], &hs);
+		if (a->heap)
+			pp_heap_tracer__proc_stats(a->heap, pids[i], &ht);
+		pp_info("memstats pid=%d inuse_bytes=%" PRIu64 " alloc_bytes_total=%" PRIu64
+			" mallocs=%" PRIu64 " frees=%" PRIu64 " live_objects=%" PRIu64
+			" rss_kb=%" PRIu64 " vms_kb=%" PRIu64 " hwm_kb=%" PRIu64 " data_kb=%" PRIu64
+			" stack_kb=%" PRIu64 " locked_kb=%" PRIu64 " swap_kb=%" PRIu64,
+			pids[i], hs.inuse_bytes, ht.alloc_bytes ? ht.alloc_bytes : hs.alloc_bytes,
+			ht.mallocs, ht.frees, hs.inuse_objects, ps.vm_rss_kb, ps.vm_size_kb,
+			ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb, ps.vm_lck_kb, ps.vm_swap_kb);
+	}
+	free(pids);
+}
+
+static void discover(struct pp_agent *a)
+{
+	pid_t *pids = NULL;
+	size_t n = 0;
+
+	if (pp_proc__list_pids(&pids, &n) < 0)
+		return;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets; i++)
+		a->targets[i].seen = false;
+	pthread_mutex_unlock(&a->lock);
+
+	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
+		struct pp_proc_info info = { 0 };
+		if (pp_proc__read_info(pids[i], &info) < 0)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		struct target *t = target_find(a, info.pid);
+		if (t && t->start_time != info.start_time) {
+			/* pid reused by a new process */
+			size_t idx = (size_t)(t - a->targets);
+			target_remove_at(a, idx);
+			t = NULL;
+		}
+		int group = t ? t->group : -1;
+		bool known = t != NULL;
+		bool exec_changed = t && info.exe && (!t->exe || strcmp(t->exe, info.exe));
+		uint64_t old_hash = t ? t->maps_hash : 0;
+		if (t)
+			t->seen = true;
+		pthread_mutex_unlock(&a->lock);
+
+		if (!known) {
+			group = select_group(a, &info);
+			if (group < 0) {
+				/* Children of targets belong to their parent's entry. */
+				pthread_mutex_lock(&a->lock);
+				struct target *parent = target_find(a, info.ppid);
+				if (parent && info.pid != a->self && !info.kernel_thread)
+					group = parent->group;
+				pthread_mutex_unlock(&a->lock);
+			}
+			if (group < 0) {
+				pp_proc_info__free(&info);
+				continue;
+			}
+			uint64_t h = 0;
+			if (register_process(a, &info, group, &h) == 0) {
+				pthread_mutex_lock(&a->lock);
+				if (!target_find(a, info.pid) && !target_add(a, &info, group, h))
+					pp_warn("target: pid %d (%s) not profiled: limits.max_targets=%u reached",
+						info.pid, info.comm, a->cfg->limits.max_targets);
+				pthread_mutex_unlock(&a->lock);
+			}
+		} else {
+			uint64_t h = 0;
+			char path[64], *text = NULL;
+			size_t len;
+			snprintf(path, sizeof(path), "/proc/%d/maps", info.pid);
+			if (pp_read_file(path, 64 << 20, &text, &len) == 0) {
+				h = pp_hash_bytes(text, len, 1);
+				free(text);
+			}
+			if (h && (h != old_hash || exec_changed)) {
+				register_process(a, &info, group, &h);
+				pthread_mutex_lock(&a->lock);
+				t = target_find(a, info.pid);
+				if (t) {
+					t->maps_hash = h;
+					t->maps_gen++;
+					memcpy(t->comm, info.comm, sizeof(t->comm));
+					if (exec_changed) {
+						pp_info("target: pid %d exec'd %s", t->pid, info.exe);
+						free(t->exe);
+						t->exe = strdup(info.exe);
+						if (a->heap && t->heap_attached) {
+							pp_heap_tracer__detach(a->heap, t->pid);
+							t->heap_attached = false;
+						}
+						heap_attach(a, t);
+					}
+				}
+				pthread_mutex_unlock(&a->lock);
+			}
+		}
+		update_thread_names(a, info.pid);
+		pp_proc_info__free(&info);
+	}
+	free(pids);
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets;) {
+		if (!a->targets[i].seen)
+			target_remove_at(a, i);
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&a->lock);
+	a->discovery_passes++;
+}
+
+void pp_agent__discover_now(struct pp_agent *a)
+{
+	discover(a);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void *discovery_main(void *arg)
+{
+	struct pp_agent *a = arg;
+	while (!atomic_load(&a->stop)) {
+		discover(a);
+		uint64_t now = pp_now_mono_ns();
+		unsigned iv = a->cfg->log.memstats_interval_seconds;
+		if (iv && now - a->last_memstats_ns >= (uint64_t)iv * 1000000000ull) {
+			a->last_memstats_ns = now;
+			log_memstats(a);
+		}
+		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
+		     w += 50)
+			sleep_ms(50);
+	}
+	return NULL;
+}
+
+/* ---- unwinding ---- */
+
+static void unw_sweep(struct pp_agent *a, struct unw_cache *c)
+{
+	for (size_t i = 0; i < c->n;) {
+		uint64_t st;
+		unsigned gen;
+		if (!target_get(a, c->v[i].pid, &st, &gen) || st != c->v[i].start_time) {
+			pp_unwinder__free(c->v[i].u);
+			c->v[i] = c->v[--c->n];
+		} else {
+			i++;
+		}
+	}
+}
+
+static struct pp_unwinder *unw_get(struct pp_agent *a, struct unw_cache *c, pid_t pid)
+{
+	uint64_t st;
+	unsigned gen;
+
+	if (!target_get(a, pid, &st, &gen)) {
+		if (!adopt(a, pid) || !target_get(a, pid, &st, &gen))
+			return NULL;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		struct unw_entry *e = &c->v[i];
+		if (e->pid != pid)
+			continue;
+		if (e->start_time != st) {
+			pp_unwinder__free(e->u);
+			c->v[i] = c->v[--c->n];
+			break;
+		}
+		if (e->gen != gen) {
+			pp_unwinder__invalidate(e->u);
+			e->gen = gen;
+		}
+		return e->u;
+	}
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? c->cap * 2 : 16;
+		struct unw_entry *p = realloc(c->v, nc * sizeof(*p));
+		if (!p)
+			return NULL;
+		c->v = p;
+		c->cap = nc;
+	}
+	struct pp_unwinder_opts uo = {
+		.frame_pointers_only = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
+	};
+	struct pp_unwinder *u = pp_unwinder__new(pid, &uo);
+	if (!u)
+		return NULL;
+	c->v[c->n++] = (struct unw_entry){ .pid = pid, .start_time = st, .gen = gen, .u = u };
+	return u;
+}
+
+static size_t unwind(struct pp_agent *a, enum consumer who, pid_t pid, const struct pp_regs *regs,
+		     const uint8_t *stack, size_t stack_len, uint64_t *pcs)
+{
+	struct pp_unwinder *u = unw_get(a, &a->unw[who], pid);
+	size_t n = 0;
+	unsigned flags = 0;
+
+	if (!u) {
+		pcs[0] = regs->r[PP_REG_IP];
+		return 1;
+	}
+	a->unwinds++;
+	if (pp_unwinder__unwind(u, regs, stack, stack_len, pcs, MAX_PCS, &n, &flags) < 0 || !n) {
+		a->unwind_errors++;
+		pcs[0] = regs->r[PP_REG_IP];
+		return 1;
+	}
+	if (flags & PP_UNWIND_COMPLETE)
+		a->unwinds_complete++;
+	if (flags & PP_UNWIND_TRUNCATED)
+		a->unwind_truncated++;
+	return n;
+}
+
+/* ---- collectors ---- */
+
+static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
+{
+	struct pp_agent *a = ctx;
+	uint64_t pcs[MAX_PCS];
+	size_t n = 0;
+
+	a->samples++;
+	if (!pp_store__has_process(a->store, s->pid) && !adopt(a, s->pid))
+		return;
+	if (s->regs_valid && a->cfg->cpu.unwind == PP_UNWIND_DWARF) {
+		n = unwind(a, C_CPU, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+	} else if (s->n_user) {
+		n = PP_MIN(s->n_user, (size_t)MAX_PCS);
+		memcpy(pcs, s->user_ips, n * sizeof(*pcs));
+	} else if (s->regs_valid) {
+		n = unwind(a, C_CPU, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+	}
+	pp_store__add_cpu(a->store, s->pid, s->tid, pcs, n,
+			  a->cfg->cpu.kernel_stacks ? s->kernel_ips : NULL,
+			  a->cfg->cpu.kernel_stacks ? s->n_kernel : 0, s->weight_ns);
+}
+
+static void on_heap_event(void *ctx, const struct pp_heap_event *ev)
+{
+	struct pp_agent *a = ctx;
+	uint64_t pcs[MAX_PCS];
+
+	a->heap_events++;
+	if (ev->type == PP_HEAP_FREE) {
+		pp_store__heap_free(a->store, ev->pid, ev->addr);
+		return;
+	}
+	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+		return;
+	size_t n = 0;
+	if (ev->regs_valid)
+		n = unwind(a, C_HEAP, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, n, ev->addr, ev->size);
+}
+
+static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n)
+{
+	pthread_mutex_lock(&a->lock);
+	struct tc_entry *e = NULL;
+	for (size_t i = 0; i < a->n_tc; i++)
+		if (a->tc[i].tid == tid) {
+			e = &a->tc[i];
+			break;
+		}
+	if (!e && a->n_tc < THREADCREATE_MAX) {
+		if (a->n_tc == a->cap_tc) {
+			size_t nc = a->cap_tc ? a->cap_tc * 2 : 64;
+			struct tc_entry *p = realloc(a->tc, nc * sizeof(*p));
+			if (p) {
+				a->tc = p;
+				a->cap_tc = nc;
+			}
+		}
+		if (a->n_tc < a->cap_tc)
+			e = &a->tc[a->n_tc++];
+	}
+	if (e) {
+		e->pid = pid;
+		e->tid = tid;
+		e->n = (uint32_t)PP_MIN(n, ARRAY_SIZE(e->pcs));
+		memcpy(e->pcs, pcs, e->n * sizeof(*pcs));
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
+{
+	struct pp_agent *a = ctx;
+	uint64_t pcs[MAX_PCS];
+	size_t n = 0;
+
+	a->offcpu_events++;
+	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+		return;
+	if (ev->regs_valid)
+		n = unwind(a, C_OFFCPU, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	switch (ev->kind) {
+	case PP_OFFCPU_BLOCK:
+	case PP_OFFCPU_MUTEX: {
+		int64_t count = (int64_t)(ev->count > 0 ? ev->count + 0.5 : 1);
+		int64_t delay = (int64_t)(ev->delay_scaled_ns > 0 ? ev->delay_scaled_ns
+								 : (double)ev->delay_ns);
+		pp_store__add_contention(a->store,
+					 ev->kind == PP_OFFCPU_BLOCK ? PP_PROFILE_BLOCK
+								     : PP_PROFILE_MUTEX,
+					 ev->pid, ev->tid, pcs, n, count, delay);
+		break;
+	}
+	case PP_OFFCPU_THREAD_CREATE:
+		tc_record(a, ev->pid, ev->new_tid, pcs, n);
+		break;
+	}
+}
+
+static void cpu_update_enable(struct pp_agent *a)
+{
+	if (!a->cpu)
+		return;
+	bool on = a->cpu_windows > 0 || a->cfg->cpu.always_on;
+	pp_cpu_sampler__enable(a->cpu, on);
+}
+
+static void *cpu_main(void *arg)
+{
+	struct pp_agent *a = arg;
+	unsigned seen = atomic_load(&a->exits_gen);
+	while (!atomic_load(&a->stop)) {
+		int r = pp_cpu_sampler__poll(a->cpu, 100);
+		if (r < 0 && r != -EINTR)
+			sleep_ms(100);
+		if (atomic_load(&a->exits_gen) != seen) {
+			seen = atomic_load(&a->exits_gen);
+			unw_sweep(a, &a->unw[C_CPU]);
+		}
+	}
+	return NULL;
+}
+
+static void *heap_main(void *arg)
+{
+	struct pp_agent *a = arg;
+	unsigned seen = atomic_load(&a->exits_gen);
+	while (!atomic_load(&a->stop)) {
+		int r = pp_heap_tracer__poll(a->heap, 100);
+		if (r < 0 && r != -EINTR)
+			sleep_ms(100);
+		if (atomic_load(&a->exits_gen) != seen) {
+			seen = atomic_load(&a->exits_gen);
+			unw_sweep(a, &a->unw[C_HEAP]);
+		}
+	}
+	return NULL;
+}
+
+static void *offcpu_main(void *arg)
+{
+	struct pp_agent *a = arg;
+	unsigned seen = atomic_load(&a->exits_gen);
+	while (!atomic_load(&a->stop)) {
+		int r = pp_offcpu__poll(a->offcpu, 100);
+		if (r < 0 && r != -EINTR)
+			sleep_ms(100);
+		if (atomic_load(&a->exits_gen) != seen) {
+			seen = atomic_load(&a->exits_gen);
+			unw_sweep(a, &a->unw[C_OFFCPU]);
+		}
+	}
+	return NULL;
+}
+
+/* ---- thread snapshots (goroutine, threadcreate) ---- */
+
+static size_t group_pids(struct pp_agent *a, int group, pid_t *out, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets && n < max; i++)
+		if (group < 0 || a->targets[i].group == group)
+			out[n++] = a->targets[i].pid;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+static const char *state_name(char s)
+{
+	switch (s) {
+	case 'R': return "running";
+	case 'S': return "sleeping";
+	case 'D': return "disk sleep";
+	case 'T': return "stopped";
+	case 't': return "tracing stop";
+	case 'Z': return "zombie";
+	case 'X': return "dead";
+	case 'I': return "idle";
+	default: return "unknown";
+	}
+}
+
+static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *maps,
+			const uint64_t *pcs, size_t n, struct pp_buf *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t addr = i ? pcs[i] - 1 : pcs[i];
+		const struct pp_map *m = pp_maps__find(maps, addr);
+		struct pp_sym_result res = { 0 };
+		bool ok = false;
+		if (m && m->path && !m->special)
+			ok = pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr, &res) == 0 &&
+			     res.n > 0;
+		if (!ok) {
+			pp_buf_printf(out, "0x%" PRIx64 "\n\t?\n", addr);
+		} else {
+			for (size_t f = 0; f < res.n; f++) {
+				const struct pp_sym_frame *fr = &res.frames[f];
+				pp_buf_printf(out, "%s(...)\n", fr->function);
+				if (fr->file)
+					pp_buf_printf(out, "\t%s:%u pc=0x%" PRIx64 "\n", fr->file,
+						      fr->line, addr);
+				else
+					pp_buf_printf(out, "\t%s pc=0x%" PRIx64 "\n",
+						      m->path ? m->path : "?", addr);
+			}
+		}
+		pp_sym_result__free(&res);
+	}
+}
+
+/*
+ * Snapshot every thread of the group's targets. With out != NULL, write the
+ * debug=2 dump; else refresh the goroutine gauge in the store.
+ */
+static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
+{
+	pid_t pids[1024];
+	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
+	struct pp_threads_opts to = { .stack_bytes = a->cfg->cpu.stack_bytes,
+				      .max_pause_ms = a->cfg->threads.max_pause_ms };
+	uint64_t pcs[MAX_PCS];
+
+	if (!out)
+		pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
+	for (size_t p = 0; p < np; p++) {
+		struct pp_thread_snap *snaps = NULL;
+		size_t ns = 0;
+		struct pp_maps maps = { 0 };
+		if (pp_threads__snapshot(pids[p], &to, &snaps, &ns) < 0)
+			continue;
+		a->snapshots++;
+		if (out) {
+			pp_maps__read(pids[p], &maps);
+			struct pp_proc_info info = { 0 };
+			pp_proc__read_info(pids[p], &info);
+			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p], info.comm,
+				      info.exe ? info.exe : "", ns);
+			pp_proc_info__free(&info);
+		}
+		for (size_t i = 0; i < ns; i++) {
+			struct pp_thread_snap *t = &snaps[i];
+			size_t n = 0;
+			if (t->pause_ns > a->snapshot_pause_ns_max)
+				a->snapshot_pause_ns_max = t->pause_ns;
+			if (t->captured)
+				n = unwind(a, C_SNAPSHOT, pids[p], &t->regs, t->stack, t->stack_len,
+					   pcs);
+			if (!out) {
+				if (n)
+					pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p],
+							    t->tid, pcs, n);
+				continue;
+			}
+			pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
+				      " voluntary / %" PRIu64 " involuntary]:\n",
+				      t->tid, t->name, state_name(t->state),
+				      t->wchan[0] ? ", wchan " : "", t->wchan,
+				      (double)t->cpu_time_ns / 1e9, t->voluntary_switches,
+				      t->nonvoluntary_switches);
+			if (!t->captured)
+				pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
+			else
+				dump_frames(a, pids[p], &maps, pcs, n, out);
+			pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+		}
+		pp_maps__free(&maps);
+		pp_threads__free(snaps, ns);
+	}
+	if (!out)
+		pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
+	return 0;
+}
+
+/* threadcreate: creation stacks of live threads where traced, else their current stacks. */
+static int refresh_threadcreate(struct pp_agent *a, int group)
+{
+	pid_t pids[1024];
+	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
+	pp_store__gauge_begin(a->store, PP_PROFILE_THREADCREATE);
+	for (size_t p = 0; p < np; p++) {
+		pid_t *tids = NULL;
+		size_t nt = 0;
+		if (pp_proc__list_tids(pids[p], &tids, &nt) < 0)
+			continue;
+		for (size_t i = 0; i < nt; i++) {
+			uint64_t pcs[64];
+			size_t n = 0;
+			pthread_mutex_lock(&a->lock);
+			for (size_t k = 0; k < a->n_tc; k++)
+				if (a->tc[k].tid == tids[i] && a->tc[k].pid == pids[p]) {
+					n = a->tc[k].n;
+					memcpy(pcs, a->tc[k].pcs, n * sizeof(*pcs));
+					break;
+				}
+			pthread_mutex_unlock(&a->lock);
+			if (n)
+				pp_store__gauge_add(a->store, PP_PROFILE_THREADCREATE, pids[p],
+						    tids[i], pcs, n);
+		}
+		free(tids);
+	}
+	pp_store__gauge_end(a->store, PP_PROFILE_THREADCREATE);
+	return 0;
+}
+
+/* ---- HTTP source ---- */
+
+static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+
+	if (kind == PP_PROFILE_CPU) {
+		if (!a->cpu)
+			return -EOPNOTSUPP;
+		pthread_mutex_lock(&a->lock);
+		a->cpu_windows++;
+		cpu_update_enable(a);
+		pthread_mutex_unlock(&a->lock);
+	} else if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
+		pthread_mutex_lock(&a->snapshot_lock);
+		if (kind == PP_PROFILE_GOROUTINE)
+			snapshot_threads(a, sc->group, NULL);
+		else
+			refresh_threadcreate(a, sc->group);
+		pthread_mutex_unlock(&a->snapshot_lock);
+	}
+	struct pp_store_snapshot *s =
+		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
+	if (!s) {
+		if (kind == PP_PROFILE_CPU) {
+			pthread_mutex_lock(&a->lock);
+			a->cpu_windows--;
+			cpu_update_enable(a);
+			pthread_mutex_unlock(&a->lock);
+		}
+		return -ENOMEM;
+	}
+	*ret_base = s;
+	return 0;
+}
+
+static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+	pp_store_snapshot__free(base);
+	if (kind == PP_PROFILE_CPU && a->cpu) {
+		pthread_mutex_lock(&a->lock);
+		if (a->cpu_windows > 0)
+			a->cpu_windows--;
+		cpu_update_enable(a);
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *ret_n)
+{
+	pid_t pids[64];
+	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
+	char **c = calloc(np * 2 + 4, sizeof(*c));
+	size_t n = 0;
+	if (!c) {
+		*ret = NULL;
+		*ret_n = 0;
+		return;
+	}
+	if (a->heap_disabled_reason[0])
+		c[n++] = strfmt( "heap tracing disabled: %s", a->heap_disabled_reason);
+	if (a->heap) {
+		struct pp_heap_stats hs;
+		pp_heap_tracer__stats(a->heap, &hs);
+		struct pp_store_stats ss;
+		pp_store__stats(a->store, &ss);
+		c[n++] = strfmt(
+			 "podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
+			 " live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
+			 " stack_read_errors=%" PRIu64,
+			 a->cfg->heap.sample_rate, hs.ringbuf_drops, hs.live_table_full,
+			 ss.dropped_live, hs.stack_read_errors);
+	}
+	for (size_t i = 0; i < np; i++) {
+		struct pp_proc_status ps = { 0 };
+		struct pp_heap_proc_stats ht = { 0 };
+		if (pp_proc__read_status(pids[i], &ps) < 0)
+			continue;
+		if (a->heap)
+			pp_heap_tracer__proc_stats(a->heap, pids[i], &ht);
+		c[n++] = strfmt(
+			 "pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
+			 " alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64 "kB VMS=%" PRIu64
+			 "kB HWM=%" PRIu64 "kB Data=%" PRIu64 "kB Stack=%" PRIu64 "kB Locked=%" PRIu64
+			 "kB Swap=%" PRIu64 "kB",
+			 pids[i], ht.allocator[0] ? ht.allocator : "none", ht.mallocs, ht.frees,
+			 ht.alloc_bytes, ht.est_overhead_percent, ht.paused ? " (paused: over budget)" : "",
+			 ps.vm_rss_kb, ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
+			 ps.vm_lck_kb, ps.vm_swap_kb);
+	}
+	*ret = c;
+	*ret_n = n;
+}
+
+static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debug,
+		      struct pp_buf *out)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+	char **comments = NULL;
+	size_t nc = 0;
+	int r;
+
+	if (kind == PP_PROFILE_GOROUTINE && debug >= 2) {
+		pthread_mutex_lock(&a->snapshot_lock);
+		r = snapshot_threads(a, sc->group, out);
+		pthread_mutex_unlock(&a->snapshot_lock);
+		return r;
+	}
+	if (!base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
+		pthread_mutex_lock(&a->snapshot_lock);
+		if (kind == PP_PROFILE_GOROUTINE)
+			snapshot_threads(a, sc->group, NULL);
+		else
+			refresh_threadcreate(a, sc->group);
+		pthread_mutex_unlock(&a->snapshot_lock);
+	} else if (base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
+		/* Delta of a gauge: refresh now, minus the counts at begin. */
+		pthread_mutex_lock(&a->snapshot_lock);
+		if (kind == PP_PROFILE_GOROUTINE)
+			snapshot_threads(a, sc->group, NULL);
+		else
+			refresh_threadcreate(a, sc->group);
+		pthread_mutex_unlock(&a->snapshot_lock);
+	}
+	if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
+		heap_comments(a, sc->group, &comments, &nc);
+	struct pp_store_render_opts ro = {
+		.kind = kind,
+		.base = base,
+		.debug = debug,
+		.group = sc->group,
+		.comments = (const char *const *)comments,
+		.n_comments = nc,
+	};
+	r = pp_store__render(a->store, &ro, out);
+	for (size_t i = 0; i < nc; i++)
+		free(comments[i]);
+	free(comments);
+	return r;
+}
+
+static long src_count(void *ctx, enum pp_profile_kind kind)
+{
+	struct source_ctx *sc = ctx;
+	if (kind == PP_PROFILE_GOROUTINE) {
+		pid_t pids[1024];
+		size_t np = group_pids(sc->a, sc->group, pids, ARRAY_SIZE(pids));
+		long n = 0;
+		for (size_t i = 0; i < np; i++) {
+			struct pp_proc_status ps;
+			if (pp_proc__read_status(pids[i], &ps) == 0)
+				n += ps.threads;
+		}
+		return n;
+	}
+	return pp_store__count(sc->a->store, kind, sc->group);
+}
+
+static int src_cmdline(void *ctx, struct pp_buf *out)
+{
+	struct source_ctx *sc = ctx;
+	pid_t pid;
+	if (group_pids(sc->a, sc->group, &pid, 1) != 1)
+		return 0; /* no target yet: empty, like a process without argv */
+	struct pp_proc_info info = { 0 };
+	int r = pp_proc__read_info(pid, &info);
+	if (r == 0 && info.cmdline)
+		r = pp_buf_append(out, info.cmdline, info.cmdline_len);
+	pp_proc_info__free(&info);
+	return r == -ESRCH || r == -ENOENT ? 0 : r;
+}
+
+static int src_symbol(void *ctx, uint64_t addr, struct pp_buf *out)
+{
+	struct source_ctx *sc = ctx;
+	return pp_store__symbol(sc->a->store, sc->group, addr, out);
+}
+
+static uint64_t self_rss_kb(void)
+{
+	struct pp_proc_status ps = { 0 };
+	pp_proc__read_status(getpid(), &ps);
+	return ps.vm_rss_kb;
+}
+
+static int src_metrics(void *ctx, struct pp_buf *o)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+	struct pp_store_stats ss;
+	struct rusage ru;
+
+	pp_store__stats(a->store, &ss);
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	pp_buf_printf(o, "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info gauge\n"
+		      "podprof_build_info{version=\"%s\"} 1\n", PODPROF_VERSION);
+	pp_buf_printf(o, "# TYPE podprof_uptime_seconds gauge\npodprof_uptime_seconds %.3f\n",
+		      (double)(pp_now_mono_ns() - a->start_ns) / 1e9);
+	pp_buf_printf(o, "# TYPE podprof_process_cpu_seconds_total counter\n"
+		      "podprof_process_cpu_seconds_total %.3f\n", cpu);
+	pp_buf_printf(o, "# TYPE podprof_process_resident_memory_bytes gauge\n"
+		      "podprof_process_resident_memory_bytes %" PRIu64 "\n", self_rss_kb() * 1024);
+	pthread_mutex_lock(&a->lock);
+	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", a->n_targets);
+	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
+		      a->cpu_windows);
+	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
+	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
+		struct pp_proc_status ps = { 0 };
+		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0)
+			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"} %"
+				      PRIu64 "\n", a->targets[i].pid, a->targets[i].comm,
+				      ps.vm_rss_kb * 1024);
+	}
+	pthread_mutex_unlock(&a->lock);
+#define C(name, help, val) \
+	pp_buf_printf(o, "# HELP podprof_" name " " help "\n# TYPE podprof_" name " counter\npodprof_" name " %" PRIu64 "\n", (uint64_t)(val))
+#define G(name, help, val) \
+	pp_buf_printf(o, "# HELP podprof_" name " " help "\n# TYPE podprof_" name " gauge\npodprof_" name " %" PRIu64 "\n", (uint64_t)(val))
+	C("cpu_samples_total", "CPU samples received.", a->samples);
+	C("unwinds_total", "Stacks unwound.", a->unwinds);
+	C("unwinds_complete_total", "Stacks unwound to the thread's root.", a->unwinds_complete);
+	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
+	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);
+	C("attach_errors_total", "Failed attachments to targets.", a->attach_errors);
+	C("heap_events_total", "Heap events received.", a->heap_events);
+	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
+	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
+	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.", a->snapshot_pause_ns_max);
+	G("store_stacks", "Distinct stacks held.", ss.stacks);
+	G("store_locations", "Distinct locations held.", ss.locations);
+	G("store_live_allocations", "Sampled live allocations tracked.", ss.live_entries);
+	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.", ss.dropped_stacks);
+	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.", ss.dropped_live);
+	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
+	if (a->cpu) {
+		struct pp_cpu_stats cs;
+		pp_cpu_sampler__stats(a->cpu, &cs);
+		C("cpu_lost_samples_total", "Samples lost in perf ring buffers.", cs.lost);
+		C("cpu_throttled_total", "perf throttle events.", cs.throttled);
+		G("cpu_events_open", "perf events open.", cs.events_open);
+		C("cpu_open_errors_total", "perf_event_open failures.", cs.open_errors);
+	}
+	if (a->heap) {
+		struct pp_heap_stats hs;
+		pp_heap_tracer__stats(a->heap, &hs);
+		C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.", hs.ringbuf_drops);
+		C("heap_live_table_full_total", "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
+		C("heap_stack_read_errors_total", "Heap stack copies that failed.", hs.stack_read_errors);
+		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
+		pthread_mutex_lock(&a->lock);
+		pp_buf_printf(o, "# TYPE podprof_heap_overhead_percent gauge\n");
+		for (size_t i = 0; i < a->n_targets && i < 256; i++) {
+			struct pp_heap_proc_stats ps;
+			if (pp_heap_tracer__proc_stats(a->heap, a->targets[i].pid, &ps) == 0)
+				pp_buf_printf(o, "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%d\"} %.3f\n",
+					      a->targets[i].pid, ps.paused, ps.est_overhead_percent);
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	if (a->offcpu) {
+		struct pp_offcpu_stats os;
+		pp_offcpu__stats(a->offcpu, &os);
+		C("offcpu_drops_total", "Off-CPU events dropped.", os.drops);
+	}
+	struct pp_symbolizer_stats sy;
+	pp_symbolizer__stats(a->sym, &sy);
+	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
+	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
+#undef C
+#undef G
+	return 0;
+}
+
+static bool src_healthy(void *ctx, struct pp_buf *msg)
+{
+	struct source_ctx *sc = ctx;
+	pp_buf_puts(msg, atomic_load(&sc->a->stop) ? "stopping" : "ok");
+	return !atomic_load(&sc->a->stop);
+}
+
+const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)
+{
+	for (size_t i = 0; i < a->n_sources; i++)
+		if (a->sources[i].group == group)
+			return &a->sources[i].src;
+	if (a->n_sources >= MAX_SERVERS)
+		return NULL;
+	struct source_ctx *sc = &a->sources[a->n_sources++];
+	sc->a = a;
+	sc->group = group;
+	sc->src = (struct pp_http_source){
+		.ctx = sc,
+		.begin = src_begin,
+		.render = src_render,
+		.release = src_release,
+		.count = src_count,
+		.cmdline = src_cmdline,
+		.symbol = src_symbol,
+		.metrics = src_metrics,
+		.healthy = src_healthy,
+	};
+	return &sc->src;
+}
+
+/* ---- lifecycle ---- */
+
+static void check_caps(struct pp_agent *a)
+{
+	struct pp_proc_status ps = { 0 };
+	if (pp_proc__read_status(getpid(), &ps) < 0)
+		return;
+	uint64_t cap = ps.cap_eff;
+	bool sys_admin = cap & (1ull << 21);
+	a->caps_bpf = sys_admin || (cap & (1ull << 39));
+	a->caps_perfmon = sys_admin || (cap & (1ull << 38));
+	a->caps_ptrace = cap & (1ull << 19);
+	if (!a->caps_bpf)
+		pp_warn("CAP_BPF missing: heap, block and mutex profiles disabled; add BPF to "
+			"securityContext.capabilities.add");
+	if (!a->caps_perfmon)
+		pp_warn("CAP_PERFMON missing: CPU profiles need perf_event_paranoid <= 1 and stay "
+			"user-only; add PERFMON to securityContext.capabilities.add");
+	if (!a->caps_ptrace)
+		pp_warn("CAP_SYS_PTRACE missing: processes of other users cannot be read and "
+			"goroutine thread dumps are limited; add SYS_PTRACE to "
+			"securityContext.capabilities.add");
+	if (!(cap & (1ull << 40)) && !sys_admin)
+		pp_info("CAP_CHECKPOINT_RESTORE absent: files are resolved through /proc/PID/root "
+			"with an inode check instead of /proc/PID/map_files");
+}
+
+struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agent_opts *opts)
+{
+	struct pp_agent *a = calloc(1, sizeof(*a));
+	struct pp_buf dump = { 0 };
+	char err[512];
+
+	if (!a)
+		return NULL;
+	/* Own a copy of the config through its YAML form. */
+	if (pp_config__dump(cfg, &dump) < 0 ||
+	    pp_config__parse(dump.data ? dump.data : "", dump.len, cfg->source, &a->cfg, err,
+			     sizeof(err)) < 0) {
+		pp_err("internal: config copy failed: %s", err);
+		pp_buf_free(&dump);
+		free(a);
+		errno = EINVAL;
+		return NULL;
+	}
+	pp_buf_free(&dump);
+	if (opts)
+		a->opts = *opts;
+	a->self = getpid();
+	a->start_ns = pp_now_mono_ns();
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->snapshot_lock, NULL);
+	check_caps(a);
+
+	struct pp_symbolizer_opts so = { .cache_bytes = a->cfg->limits.symbol_cache_bytes };
+	a->sym = pp_symbolizer__new(&so);
+	struct pp_store_opts sto = {
+		.max_stacks = a->cfg->limits.max_stacks,
+		.max_live = a->cfg->heap.max_live,
+		.max_procs = a->cfg->limits.max_targets * 4 + 64,
+		.heap_sample_rate = a->cfg->heap.sample_rate,
+		.cpu_period_ns = 1000000000ull / a->cfg->cpu.frequency_hz,
+	};
+	a->store = pp_store__new(&sto, a->sym);
+	if (!a->sym || !a->store) {
+		pp_agent__free(a);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (a->cfg->cpu.enabled) {
+		struct pp_cpu_opts co = {
+			.frequency_hz = a->cfg->cpu.frequency_hz,
+			.stack_bytes = a->cfg->cpu.stack_bytes,
+			.kernel_callchain = a->cfg->cpu.kernel_stacks,
+			.user_callchain = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
+		};
+		a->cpu = pp_cpu_sampler__new(&co, on_cpu_sample, a);
+		if (!a->cpu) {
+			snprintf(a->cpu_disabled_reason, sizeof(a->cpu_disabled_reason), "%s",
+				 strerror(errno));
+			pp_warn("cpu: sampler unavailable (%s): CPU profiles will be empty",
+				strerror(errno));
+		}
+	}
+	if (a->cfg->heap.enabled) {
+		struct pp_heap_opts ho = {
+			.sample_rate = a->cfg->heap.sample_rate,
+			.max_live = a->cfg->heap.max_live,
+			.stack_bytes = a->cfg->cpu.stack_bytes,
+			.budget_percent = a->cfg->heap.budget_percent,
+			.over_budget = a->cfg->heap.over_budget,
+		};
+		a->heap = pp_heap_tracer__new(&ho, on_heap_event, a);
+		if (!a->heap) {
+			snprintf(a->heap_disabled_reason, sizeof(a->heap_disabled_reason),
+				 "BPF heap tracer could not load (%s)%s", strerror(errno),
+				 a->caps_bpf ? "" : "; CAP_BPF missing");
+			pp_warn("heap: %s: heap and allocs profiles will be empty",
+				a->heap_disabled_reason);
+		}
+	}
+	if (a->cfg->offcpu.enabled) {
+		struct pp_offcpu_opts oo = {
+			.stack_bytes = PP_MIN(a->cfg->cpu.stack_bytes, 16384u),
+			.min_block_ns = (uint64_t)a->cfg->offcpu.min_block_us * 1000,
+			.sample_ns = 0,
+		};
+		a->offcpu = pp_offcpu__new(&oo, on_offcpu_event, a);
+		if (!a->offcpu) {
+			snprintf(a->offcpu_disabled_reason, sizeof(a->offcpu_disabled_reason), "%s",
+				 strerror(errno));
+			pp_warn("offcpu: tracer unavailable (%s): block, mutex and threadcreate "
+				"profiles will be empty", strerror(errno));
+		}
+	}
+	return a;
+}
+
+static int start_server(struct pp_agent *a, const char *listen, int group, const char *title)
+{
+	if (!listen || !*listen || !strcmp(listen, "0"))
+		return 0;
+	if (a->n_servers >= MAX_SERVERS)
+		return -ENOSPC;
+	struct pp_http_opts ho = {
+		.listen = listen,
+		.max_connections = a->cfg->http.max_connections,
+		.max_request_bytes = a->cfg->http.max_request_bytes,
+		.timeout_seconds = a->cfg->http.timeout_seconds,
+		.max_window_seconds = a->cfg->cpu.max_seconds,
+		.token = a->opts.token,
+		.index_title = title,
+	};
+	const struct pp_http_source *src = pp_agent__source(a, group);
+	struct pp_http_server *s = src ? pp_http_server__start(&ho, src) : NULL;
+	if (!s) {
+		int e = errno ? errno : EINVAL;
+		pp_err("http: cannot listen on %s: %s", listen, strerror(e));
+		return -e;
+	}
+	pp_info("http: serving /debug/pprof/ on %s (port %u)%s%s", listen,
+		pp_http_server__port(s), title ? " for " : "", title ? title : "");
+	a->servers[a->n_servers++] = s;
+	return 0;
+}
+
+int pp_agent__start(struct pp_agent *a)
+{
+	int r;
+
+	discover(a);
+	if (a->cpu) {
+		cpu_update_enable(a);
+		if (pthread_create(&a->th_cpu, NULL, cpu_main, a) == 0)
+			a->th_started[1] = true;
+	}
+	if (a->heap && pthread_create(&a->th_heap, NULL, heap_main, a) == 0)
+		a->th_started[2] = true;
+	if (a->offcpu && pthread_create(&a->th_offcpu, NULL, offcpu_main, a) == 0)
+		a->th_started[3] = true;
+	if (pthread_create(&a->th_discovery, NULL, discovery_main, a) == 0)
+		a->th_started[0] = true;
+	if (!a->opts.serve)
+		return 0;
+	r = start_server(a, a->cfg->listen, -1, NULL);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < a->cfg->n_targets; i++) {
+		if (!a->cfg->targets[i].listen)
+			continue;
+		r = start_server(a, a->cfg->targets[i].listen, (int)i, a->cfg->targets[i].name);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+size_t pp_agent__ports(struct pp_agent *a, unsigned *ports, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < a->n_servers && n < max; i++)
+		ports[n++] = pp_http_server__port(a->servers[i]);
+	return n;
+}
+
+void pp_agent__summary(struct pp_agent *a, struct pp_agent_summary *ret)
+{
+	pthread_mutex_lock(&a->lock);
+	ret->targets = a->n_targets;
+	pthread_mutex_unlock(&a->lock);
+	ret->threads_seen = a->threads_seen;
+	ret->samples = a->samples;
+	ret->unwinds = a->unwinds;
+	ret->unwinds_complete = a->unwinds_complete;
+}
+
+void pp_agent__stop(struct pp_agent *a)
+{
+	if (!a || atomic_exchange(&a->stop, true))
+		return;
+	for (size_t i = 0; i < a->n_servers; i++)
+		pp_http_server__stop(a->servers[i]);
+	a->n_servers = 0;
+	if (a->th_started[0])
+		pthread_join(a->th_discovery, NULL);
+	if (a->th_started[1])
+		pthread_join(a->th_cpu, NULL);
+	if (a->th_started[2])
+		pthread_join(a->th_heap, NULL);
+	if (a->th_started[3])
+		pthread_join(a->th_offcpu, NULL);
+	memset(a->th_started, 0, sizeof(a->th_started));
+}
+
+void pp_agent__free(struct pp_agent *a)
+{
+	if (!a)
+		return;
+	pp_agent__stop(a);
+	for (size_t i = 0; i < a->n_targets; i++) {
+		target_detach(a, &a->targets[i]);
+		free(a->targets[i].exe);
+	}
+	free(a->targets);
+	for (int c = 0; c < C__COUNT; c++) {
+		for (size_t i = 0; i < a->unw[c].n; i++)
+			pp_unwinder__free(a->unw[c].v[i].u);
+		free(a->unw[c].v);
+	}
+	free(a->tc);
+	pp_cpu_sampler__free(a->cpu);
+	pp_heap_tracer__free(a->heap);
+	pp_offcpu__free(a->offcpu);
+	pp_store__free(a->store);
+	pp_symbolizer__free(a->sym);
+	pp_config__free(a->cfg);
+	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->snapshot_lock);
+	free(a);
+}

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The pure parts of the HTTP module: listen addresses, query strings (Go's
+ * url.ParseQuery rules), /symbol requests (Go's strconv.ParseUint(w, 0, 64))
+ * and profile kind names. No I/O, no logging; safe from any thread.
+ */
+#include <string.h>
+
+#include "http.h"
+
+static const char *const kind_names[PP_PROFILE__COUNT] = {
+	[PP_PROFILE_CPU] = "profile",
+	[PP_PROFILE_HEAP] = "heap",
+	[PP_PROFILE_ALLOCS] = "allocs",
+	[PP_PROFILE_GOROUTINE] = "goroutine",
+	[PP_PROFILE_THREADCREATE] = "threadcreate",
+	[PP_PROFILE_BLOCK] = "block",
+	[PP_PROFILE_MUTEX] = "mutex",
+};
+
+const char *pp_profile_kind__name(enum pp_profile_kind k)
+{
+	if ((unsigned)k >= PP_PROFILE__COUNT)
+		return NULL;
+	return kind_names[k];
+}
+
+int pp_profile_kind__from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < PP_PROFILE__COUNT; i++)
+		if (strcmp(kind_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* Decimal port, 0..65535, digits only. */
+static int parse_port(const char *s, unsigned *ret)
+{
+	unsigned v = 0;
+
+	if (!*s || strlen(s) > 5)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned)(*p - '0');
+	}
+	if (v > 65535)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int pp_http__parse_listen(const char *listen, char *host, size_t host_len, unsigned *port)
+{
+	const char *h, *colon;
+	size_t hl;
+	unsigned p;
+	int r;
+
+	if (!listen || !host || !host_len || !port)
+		return -EINVAL;
+	if (listen[0] == '[') {
+		/* "[v6]:port" */
+		const char *close = strchr(listen, ']');
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		h = listen + 1;
+		hl = (size_t)(close - h);
+		if (hl == 0 || memchr(h, '[', hl))
+			return -EINVAL;
+		colon = close + 1;
+	} else {
+		colon = strrchr(listen, ':');
+		if (!colon)
+			return -EINVAL;
+		h = listen;
+		hl = (size_t)(colon - listen);
+		/* "::1:80" is ambiguous: IPv6 literals need brackets (as Go). */
+		if (memchr(h, ':', hl) || memchr(h, '[', hl) || memchr(h, ']', hl))
+			return -EINVAL;
+	}
+	r = parse_port(colon + 1, &p);
+	if (r < 0)
+		return r;
+	if (hl + 1 > host_len)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < hl; i++)
+		if ((unsigned char)h[i] <= ' ' || h[i] == '/' || h[i] == '\x7f')
+			return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = p;
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Go's QueryUnescape of s[0..len) into out (cap n, NUL-terminated):
+ * '+' is a space, %XX a byte. -EINVAL bad escape, -E2BIG too long.
+ */
+static int query_unescape(const char *s, size_t len, char *out, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (i + 2 >= len)
+				return -EINVAL;
+			hi = hexval(s[i + 1]);
+			lo = hexval(s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (o + 1 >= n)
+			return -E2BIG;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int pp_http__query_get(const char *query, const char *name, char *buf, size_t n)
+{
+	size_t name_len;
+	char key[64];
+
+	if (!query || !name || !buf || !n)
+		return -EINVAL;
+	name_len = strlen(name);
+	if (name_len + 1 > sizeof(key))
+		return -EINVAL;
+
+	for (const char *seg = query; *seg;) {
+		const char *amp = strchr(seg, '&');
+		size_t seg_len = amp ? (size_t)(amp - seg) : strlen(seg);
+		const char *next = amp ? amp + 1 : seg + seg_len;
+		const char *eq = memchr(seg, '=', seg_len);
+		size_t klen = eq ? (size_t)(eq - seg) : seg_len;
+		const char *v = eq ? eq + 1 : seg + seg_len;
+		size_t vlen = eq ? seg_len - klen - 1 : 0;
+		int r;
+
+		/* Go 1.17+ rejects (skips) a pair with a ';' in it. */
+		if (seg_len == 0 || memchr(seg, ';', seg_len)) {
+			seg = next;
+			continue;
+		}
+		/* A key that does not fit cannot be name; bad escapes skip the pair. */
+		if (query_unescape(seg, klen, key, name_len + 2) < 0 || strcmp(key, name) != 0) {
+			seg = next;
+			continue;
+		}
+		r = query_unescape(v, vlen, buf, n);
+		if (r == -EINVAL) {
+			seg = next;
+			continue;
+		}
+		if (r < 0)
+			return r;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Go's underscoreOK: underscores only between digits (a base prefix counts
+ * as a digit), never leading or trailing.
+ */
+static bool underscore_ok(const char *s, size_t len)
+{
+	char saw = '^';
+	size_t i = 0;
+	bool hex = false;
+
+	if (len >= 2 && s[0] == '0') {
+		char c = (char)(s[1] | 0x20);
+		if (c == 'b' || c == 'o' || c == 'x') {
+			i = 2;
+			saw = '0';
+			hex = c == 'x';
+		}
+	}
+	for (; i < len; i++) {
+		char c = s[i], lc = (char)(c | 0x20);
+
+		if ((c >= '0' && c <= '9') || (hex && lc >= 'a' && lc <= 'f')) {
+			saw = '0';
+			continue;
+		}
+		if (c == '_') {
+			if (saw != '0')
+				return false;
+			saw = '_';
+			continue;
+		}
+		if (saw == '_')
+			return false;
+		saw = '!';
+	}
+	return saw != '_';
+}
+
+/* strconv.ParseUint(s, 0, 64). -EINVAL syntax, -ERANGE overflow. */
+static int go_parse_uint0(const char *s0, size_t len0, uint64_t *ret)
+{
+	const char *s = s0;
+	size_t len = len0;
+	unsigned base = 10;
+	bool underscores = false;
+	uint64_t v = 0;
+
+	if (len == 0)
+		return -EINVAL;
+	if (s[0] == '0') {
+		char c = len >= 3 ? (char)(s[1] | 0x20) : 0;
+		size_t skip = 2;
+
+		if (c == 'b') {
+			base = 2;
+		} else if (c == 'o') {
+			base = 8;
+		} else if (c == 'x') {
+			base = 16;
+		} else {
+			base = 8; /* a bare leading 0 means octal */
+			skip = 1;
+		}
+		s += skip;
+		len -= skip;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i], lc = (char)(c | 0x20);
+		unsigned d;
+
+		if (c == '_') {
+			underscores = true;
+			continue;
+		}
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (lc >= 'a' && lc <= 'z')
+			d = (unsigned)(lc - 'a') + 10;
+		else
+			return -EINVAL;
+		if (d >= base)
+			return -EINVAL;
+		if (__builtin_mul_overflow(v, (uint64_t)base, &v) ||
+		    __builtin_add_overflow(v, (uint64_t)d, &v))
+			return -ERANGE;
+	}
+	if (underscores && !underscore_ok(s0, len0))
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+#define SYMBOL_MAX_WORDS 100000
+
+int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, size_t *ret_n)
+{
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0, words = 0;
+
+	if ((!body && len) || !ret || !ret_n)
+		return -EINVAL;
+	for (size_t start = 0; start <= len && words < SYMBOL_MAX_WORDS; words++) {
+		const char *plus = len > start ? memchr(body + start, '+', len - start) : NULL;
+		size_t end = plus ? (size_t)(plus - body) : len;
+		uint64_t pc;
+
+		if (go_parse_uint0(body + start, end - start, &pc) == 0 && pc != 0) {
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				uint64_t *nv = realloc(v, ncap * sizeof(*v));
+				if (!nv) {
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+				cap = ncap;
+			}
+			v[n++] = pc;
+		}
+		if (!plus)
+			break;
+		start = end + 1;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}

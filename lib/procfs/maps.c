@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * /proc/PID/maps parsing and the safe resolution of the file behind a
+ * mapping (map_files first, then /proc/PID/root/<path> with a dev/inode
+ * check).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "procfs.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define DELETED_SUFFIX " (deleted)"
+
+/*
+ * One maps line is "start-end perms offset major:minor inode [padding path]".
+ * The fixed part is under 100 bytes and the kernel prints at most PATH_MAX
+ * bytes of path (plus escapes and the deleted suffix), so longer lines are
+ * garbage.
+ */
+#define MAPS_MAX_LINE (PATH_MAX * 4 + 128)
+
+/* Parse 1..max_digits hex digits at *p (no 0x). Advances *p. */
+static int parse_hex(const char **p, const char *end, unsigned max_digits, uint64_t *ret)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	unsigned n = 0;
+
+	while (s < end) {
+		unsigned d;
+		char c = *s;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			break;
+		if (++n > max_digits)
+			return -ERANGE;
+		v = (v << 4) | d;
+		s++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	*p = s;
+	*ret = v;
+	return 0;
+}
+
+static int parse_dec(const char **p, const char *end, uint64_t *ret)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	unsigned n = 0;
+
+	while (s < end && *s >= '0' && *s <= '9') {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+		s++;
+		n++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	*p = s;
+	*ret = v;
+	return 0;
+}
+
+static int expect(const char **p, const char *end, char c)
+{
+	if (*p >= end || **p != c)
+		return -EINVAL;
+	(*p)++;
+	return 0;
+}
+
+/*
+ * Parse one line (without its newline) into m. The path is returned as
+ * (offset into line, length) so the caller can copy it into its arena.
+ */
+static int parse_line(const char *line, size_t len, struct pp_map *m, size_t *ret_path_off,
+		      size_t *ret_path_len)
+{
+	const char *p = line, *end = line + len;
+	uint64_t major, minor;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if ((r = parse_hex(&p, end, 16, &m->start)) < 0 || (r = expect(&p, end, '-')) < 0 ||
+	    (r = parse_hex(&p, end, 16, &m->end)) < 0 || (r = expect(&p, end, ' ')) < 0)
+		return -EINVAL;
+	if (m->start >= m->end)
+		return -EINVAL;
+
+	if (end - p < 5)
+		return -EINVAL;
+	if (p[0] == 'r')
+		m->prot |= PP_PROT_R;
+	else if (p[0] != '-')
+		return -EINVAL;
+	if (p[1] == 'w')
+		m->prot |= PP_PROT_W;
+	else if (p[1] != '-')
+		return -EINVAL;
+	if (p[2] == 'x')
+		m->prot |= PP_PROT_X;
+	else if (p[2] != '-')
+		return -EINVAL;
+	if (p[3] == 's')
+		m->shared = true;
+	else if (p[3] != 'p')
+		return -EINVAL;
+	p += 4;
+	if (expect(&p, end, ' ') < 0)
+		return -EINVAL;
+
+	if (parse_hex(&p, end, 16, &m->offset) < 0 || expect(&p, end, ' ') < 0)
+		return -EINVAL;
+	/* The kernel prints MAJOR (12 bits) and MINOR (20 bits) as %02x. */
+	if (parse_hex(&p, end, 8, &major) < 0 || expect(&p, end, ':') < 0 ||
+	    parse_hex(&p, end, 8, &minor) < 0 || expect(&p, end, ' ') < 0)
+		return -EINVAL;
+	m->dev_major = (uint32_t)major;
+	m->dev_minor = (uint32_t)minor;
+	if (parse_dec(&p, end, &m->inode) < 0)
+		return -EINVAL;
+	if (p < end && *p != ' ')
+		return -EINVAL;
+	while (p < end && *p == ' ')
+		p++;
+
+	*ret_path_off = (size_t)(p - line);
+	*ret_path_len = (size_t)(end - p);
+	return 0;
+}
+
+static int map_cmp(const void *a, const void *b)
+{
+	const struct pp_map *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad)
+{
+	struct pp_map *v = NULL, *nv;
+	size_t n = 0, cap = 0, bad = 0;
+	struct pp_buf strings = { .max = (size_t)1 << 31 };
+	const char *p = buf, *end = buf + len;
+	bool sorted = true;
+	int r;
+
+	if (!ret || (!buf && len))
+		return -EINVAL;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		size_t ll = (size_t)(le - p), poff, plen;
+		struct pp_map m;
+
+		if (ll == 0) {
+			p = le + 1;
+			continue;
+		}
+		if (ll > MAPS_MAX_LINE || parse_line(p, ll, &m, &poff, &plen) < 0) {
+			bad++;
+			p = le + 1;
+			continue;
+		}
+		if (n >= PP_MAPS_MAX) {
+			r = -E2BIG;
+			goto fail;
+		}
+		if (plen > 0) {
+			const char *path = p + poff;
+			if (path[0] != '/') {
+				/* [heap], [vdso], [anon:x], anon_inode:[perf_event], ... */
+				m.special = true;
+			} else if (plen > strlen(DELETED_SUFFIX) &&
+				   memcmp(path + plen - strlen(DELETED_SUFFIX), DELETED_SUFFIX,
+					  strlen(DELETED_SUFFIX)) == 0) {
+				m.deleted = true;
+				plen -= strlen(DELETED_SUFFIX);
+			}
+			if (memchr(path, '\0', plen)) {
+				bad++;
+				p = le + 1;
+				continue;
+			}
+			/* Store the arena offset + 1 in the pointer for now; fixed up below. */
+			m.path = (char *)(uintptr_t)(strings.len + 1);
+			if ((r = pp_buf_append(&strings, path, plen)) < 0 ||
+			    (r = pp_buf_append(&strings, "", 1)) < 0)
+				goto fail;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			nv = realloc(v, ncap * sizeof(*v));
+			if (!nv) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		if (n > 0 && map_cmp(&v[n - 1], &m) > 0)
+			sorted = false;
+		v[n++] = m;
+		p = le + 1;
+	}
+
+	/* One allocation: the array, then the path strings. */
+	{
+		size_t arr = n * sizeof(*v);
+		char *block = malloc(arr + strings.len + 1);
+		if (!block) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		memcpy(block + arr, strings.data ? strings.data : "", strings.len);
+		block[arr + strings.len] = '\0';
+		nv = (struct pp_map *)(void *)block;
+		for (size_t i = 0; i < n; i++) {
+			nv[i] = v[i];
+			if (v[i].path)
+				nv[i].path = block + arr + ((uintptr_t)v[i].path - 1);
+		}
+		free(v);
+		v = nv;
+	}
+	pp_buf_free(&strings);
+
+	if (!sorted)
+		qsort(v, n, sizeof(*v), map_cmp);
+	/*
+	 * maps is read in several chunks; a process changing its mappings
+	 * meanwhile can make entries repeat or overlap. Keep the first of any
+	 * overlapping run so pp_maps__find stays well defined.
+	 */
+	{
+		size_t w = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (w > 0 && v[i].start < v[w - 1].end) {
+				bad++;
+				continue;
+			}
+			v[w++] = v[i];
+		}
+		n = w;
+	}
+
+	ret->v = v;
+	ret->n = n;
+	if (ret_bad)
+		*ret_bad = bad;
+	return 0;
+fail:
+	free(v);
+	pp_buf_free(&strings);
+	return r;
+}
+
+int pp_maps__read(pid_t pid, struct pp_maps *ret)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[64];
+	size_t len;
+	int r;
+
+	if (pid <= 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	r = pp_read_file(path, PP_MAPS_MAX_BYTES, &text, &len);
+	if (r < 0)
+		return r;
+	return pp_maps__parse(text, len, ret, NULL);
+}
+
+const struct pp_map *pp_maps__find(const struct pp_maps *maps, uint64_t addr)
+{
+	size_t lo = 0, hi;
+
+	if (!maps || !maps->v)
+		return NULL;
+	hi = maps->n;
+	/* First entry with start > addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (maps->v[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	if (addr < maps->v[lo - 1].end)
+		return &maps->v[lo - 1];
+	return NULL;
+}
+
+void pp_maps__free(struct pp_maps *maps)
+{
+	if (!maps)
+		return;
+	free(maps->v); /* paths live in the same block */
+	maps->v = NULL;
+	maps->n = 0;
+}
+
+/* ---- resolving the file behind a mapping ---- */
+
+static bool stat_matches(const struct stat *st, const struct pp_map *m)
+{
+	return (uint64_t)st->st_ino == m->inode && major(st->st_dev) == m->dev_major &&
+	       minor(st->st_dev) == m->dev_minor;
+}
+
+static int map_files_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
+{
+	/* The kernel names entries "%lx-%lx": lowercase hex, no 0x, no padding. */
+	int k = snprintf(buf, n, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
+			 m->end);
+	if (k < 0 || (size_t)k >= n)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int pp_proc__root_path(pid_t pid, const char *path, char *buf, size_t n)
+{
+	int k;
+
+	if (pid <= 0 || !path || path[0] != '/' || !buf)
+		return -EINVAL;
+	k = snprintf(buf, n, "/proc/%d/root%s", (int)pid, path);
+	if (k < 0 || (size_t)k >= n)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+#ifndef PROCMAP_QUERY
+/* Linux 6.11 uapi (linux/fs.h); declared here for older headers. */
+struct procmap_query {
+	uint64_t size;
+	uint64_t query_flags;
+	uint64_t query_addr;
+	uint64_t vma_start;
+	uint64_t vma_end;
+	uint64_t vma_flags;
+	uint64_t vma_page_size;
+	uint64_t vma_offset;
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t vma_name_size;
+	uint32_t build_id_size;
+	uint64_t vma_name_addr;
+	uint64_t build_id_addr;
+};
+#define PROCMAP_QUERY _IOWR(0x9f, 17, struct procmap_query)
+#endif
+
+/* dev/inode of our own mapping at addr, from /proc/self/maps. */
+static int self_map_identity(uint64_t addr, uint32_t *ret_major, uint32_t *ret_minor,
+			     uint64_t *ret_ino)
+{
+	_cleanup_close_ int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	struct procmap_query q = { .size = sizeof(q), .query_addr = addr };
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, PROCMAP_QUERY, &q) == 0) {
+		if (q.vma_start != addr)
+			return -ESTALE;
+		*ret_major = q.dev_major;
+		*ret_minor = q.dev_minor;
+		*ret_ino = q.inode;
+		return 0;
+	}
+	if (errno != ENOTTY && errno != EINVAL && errno != EOPNOTSUPP)
+		return -errno;
+
+	/* Kernels before 6.11: parse the text. */
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	struct pp_maps maps = { 0 };
+	int r = pp_read_fd(fd, PP_MAPS_MAX_BYTES, &text, &len);
+	if (r < 0)
+		return r;
+	r = pp_maps__parse(text, len, &maps, NULL);
+	if (r < 0)
+		return r;
+	const struct pp_map *m = pp_maps__find(&maps, addr);
+	if (!m || m->start != addr) {
+		r = -ESTALE;
+	} else {
+		*ret_major = m->dev_major;
+		*ret_minor = m->dev_minor;
+		*ret_ino = m->inode;
+		r = 0;
+	}
+	pp_maps__free(&maps);
+	return r;
+}
+
+/*
+ * Stacking file systems (overlayfs, the usual container root) show the
+ * backing file's dev/inode in maps while stat on the path reports the
+ * overlay's. Mapping the opened file in our own process tells which inode
+ * the kernel really maps for it, which is what the target has mapped and
+ * what a uprobe on this path attaches to (the kernel resolves it the same way).
+ */
+static int fd_maps_to(int fd, const struct pp_map *m)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint32_t maj = 0, min = 0;
+	uint64_t ino = 0;
+	void *p;
+	int r;
+
+	p = mmap(NULL, (size_t)(pg > 0 ? pg : 4096), PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		return -ESTALE;
+	r = self_map_identity((uint64_t)(uintptr_t)p, &maj, &min, &ino);
+	munmap(p, (size_t)(pg > 0 ? pg : 4096));
+	if (r < 0)
+		return r == -ESTALE ? r : -ESTALE;
+	if (ino == m->inode && maj == m->dev_major && min == m->dev_minor)
+		return 0;
+	return -ESTALE;
+}
+
+/* Does the opened fd hold the mapping's inode? 0 or -ESTALE. */
+static int check_fd(int fd, const struct pp_map *m, bool allow_stacked)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (stat_matches(&st, m))
+		return 0;
+	if (allow_stacked && S_ISREG(st.st_mode))
+		return fd_maps_to(fd, m);
+	return -ESTALE;
+}
+
+static bool mappable(const struct pp_map *m)
+{
+	return m && m->path && !m->special && m->path[0] == '/' && m->inode != 0;
+}
+
+int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
+{
+	char path[PATH_MAX + 64];
+	int fd, r, first = -ENOENT;
+
+	if (pid <= 0 || !m)
+		return -EINVAL;
+	if (!mappable(m))
+		return -ENOENT;
+
+	if (!(flags & PP_RESOLVE_NO_MAP_FILES)) {
+		r = map_files_path(pid, m, path, sizeof(path));
+		if (r < 0)
+			return r;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			/* map_files opens the mapped file itself: a mismatch means the range was remapped. */
+			r = check_fd(fd, m, false);
+			if (r == 0)
+				return fd;
+			close(fd);
+			first = r;
+		} else {
+			first = -errno;
+			pp_dbg("procfs: open %s: %s", path, strerror(errno));
+		}
+	}
+
+	if (m->deleted)
+		return first == -ENOENT ? -ENOENT : first;
+	if (flags & PP_RESOLVE_NO_ROOT)
+		return first;
+
+	r = pp_proc__root_path(pid, m->path, path, sizeof(path));
+	if (r < 0)
+		return r;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	r = check_fd(fd, m, true);
+	if (r < 0) {
+		pp_dbg("procfs: %s is not the mapped inode %" PRIu64, path, m->inode);
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int pp_proc__open_mapped(pid_t pid, const struct pp_map *m)
+{
+	return pp_proc__open_mapped_ex(pid, m, 0);
+}
+
+int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	int r, first = -ENOENT;
+
+	if (pid <= 0 || !m || !buf || n == 0)
+		return -EINVAL;
+	if (!mappable(m))
+		return -ENOENT;
+
+	if (!(flags & PP_RESOLVE_NO_MAP_FILES)) {
+		r = map_files_path(pid, m, path, sizeof(path));
+		if (r < 0)
+			return r;
+		if (stat(path, &st) == 0) {
+			if (stat_matches(&st, m)) {
+				if (strlen(path) >= n)
+					return -ENAMETOOLONG;
+				strcpy(buf, path);
+				return 0;
+			}
+			first = -ESTALE;
+		} else {
+			first = -errno;
+		}
+	}
+	if (m->deleted)
+		return first;
+	if (flags & PP_RESOLVE_NO_ROOT)
+		return first;
+
+	r = pp_proc__root_path(pid, m->path, path, sizeof(path));
+	if (r < 0)
+		return r;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!stat_matches(&st, m)) {
+		/* Maybe a stacked file system: check what the kernel maps for it. */
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return -errno;
+		r = check_fd(fd, m, true);
+		if (r < 0)
+			return r;
+	}
+	if (strlen(path) >= n)
+		return -ENAMETOOLONG;
+	strcpy(buf, path);
+	return 0;
+}
+
+int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
+{
+	return pp_proc__mapped_path_ex(pid, m, 0, buf, n);
+}

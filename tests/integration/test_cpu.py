@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""CPU profiles end to end: podprof samples real workloads built without
+frame pointers and serves /debug/pprof/profile; the fractions per function,
+the completeness of stacks and the names are checked against what the
+workloads are known to do, against eu-addr2line, and through go tool pprof."""
+import os
+import subprocess
+import threading
+import time
+
+from harness import (Podprof, Workload, binom_tol, check, frames, fraction_by, go_pprof,
+                     leaf_function, log, run, write_tmp)
+
+WL = {k: os.environ.get(k) for k in ("WL_SPIN", "WL_SPIN_NOPIE", "WL_SPIN_STATIC",
+                                      "WL_SPIN_STRIPPED", "WL_FORKER")}
+HZ = 499
+# spin's round: hot_a 40%, hot_b 30%, hot_c 20%, lib_hot 10% of the iterations.
+EXPECTED = {"hot_a": 0.40, "hot_b": 0.30, "hot_c": 0.20, "lib_hot": 0.10}
+ROOTS = {"_start", "clone3", "clone", "start_thread", "__libc_start_main",
+         "__libc_start_call_main", "__clone"}
+
+
+def root_ok(fr):
+    # The outermost frame must be a thread root (allow a trailing address-only frame? no).
+    return bool(fr) and fr[-1] in ROOTS
+
+
+def check_spin(path, seconds=4):
+    wl = Workload([path, "2"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
+                 "--set", "heap.enabled=false", "--set", "offcpu.enabled=false")
+    prof = pp.profile("/debug/pprof/profile?seconds=%d" % seconds, timeout=seconds + 30)
+    check(prof["sample_types"] == [["samples", "count"], ["cpu", "nanoseconds"]],
+          "sample types %s" % prof["sample_types"])
+    check(prof["period_type"] == ["cpu", "nanoseconds"], "period type %s" % prof["period_type"])
+    check(prof["period"] == 1000000000 // HZ, "period %s" % prof["period"])
+    dur = prof["duration_nanos"] / 1e9
+    check(abs(dur - seconds) < 1.0, "duration %.2f s for a %d s window" % (dur, seconds))
+    n = sum(s["values"][0] for s in prof["samples"])
+    # Two threads each want a whole CPU; on 2 shared cores expect at least a quarter of that.
+    check(n > 0.25 * 2 * HZ * seconds, "only %d samples in %d s at %d Hz" % (n, seconds, HZ))
+    for s in prof["samples"]:
+        check(s["values"][1] == s["values"][0] * prof["period"], "cpu value != samples * period")
+    # Fractions per leaf function.
+    for fn, p in EXPECTED.items():
+        frac, tot = fraction_by(prof, lambda s, fn=fn: leaf_function(prof, s) == fn)
+        tol = binom_tol(tot, p, sigmas=5, systematic=0.05)
+        check(abs(frac - p) <= tol, "%s: %s has %.3f of samples, expected %.2f +- %.3f" %
+              (os.path.basename(path), fn, frac, p, tol))
+    # Complete stacks: the outermost frame is a thread root.
+    comp, tot = fraction_by(prof, lambda s: root_ok(frames(prof, s)))
+    bad = [frames(prof, s) for s in prof["samples"] if not root_ok(frames(prof, s))][:3]
+    check(comp >= 0.99, "%s: %.3f of %d samples reach a thread root; e.g. %s" %
+          (os.path.basename(path), comp, tot, bad))
+    # hot_b is called below big_frame (16 KiB local array): its stacks must include it.
+    for s in prof["samples"]:
+        fr = frames(prof, s)
+        if fr and fr[0] == "hot_b":
+            check("big_frame" in fr and "worker_loop" in fr, "hot_b stack incomplete: %s" % fr)
+    # Labels.
+    s0 = prof["samples"][0]
+    check(s0["num_labels"].get("pid", [None])[0] == wl.pid, "pid label %s" % s0["num_labels"])
+    check(s0["labels"].get("comm"), "comm label missing")
+    # Mapping 1 is the main executable.
+    m1 = prof["mappings"][0]
+    check(os.path.basename(m1["file"]) == os.path.basename(path), "mapping 1 is %s" % m1["file"])
+    check(len(m1.get("build_id", "")) >= 16, "mapping 1 has no build id")
+    pp.stop()
+    wl.kill()
+    return prof, wl
+
+
+def test_pie():
+    check_spin(WL["WL_SPIN"])
+
+
+def test_nopie():
+    check_spin(WL["WL_SPIN_NOPIE"])
+
+
+def test_static():
+    check_spin(WL["WL_SPIN_STATIC"])
+
+
+def test_stripped_debuglink():
+    check_spin(WL["WL_SPIN_STRIPPED"])
+
+
+def test_names_match_eu_addr2line():
+    wl = Workload([WL["WL_SPIN"], "2"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
+                 "--set", "heap.enabled=false", "--set", "offcpu.enabled=false")
+    prof = pp.profile("/debug/pprof/profile?seconds=2", timeout=30)
+    maps = {m["id"]: m for m in prof["mappings"]}
+    checked = 0
+    for loc in prof["locations"]:
+        m = maps.get(loc["mapping"])
+        if not m or not loc["lines"] or not m["file"].startswith("/"):
+            continue
+        addr = int(loc["address"], 16)
+        r = subprocess.run(["eu-addr2line", "--pid", str(wl.pid), "-f", "-i", hex(addr)],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
+        out = r.stdout.decode().split("\n")
+        names = [out[i].strip() for i in range(0, len(out), 2) if out[i].strip()]
+        if not names or names[0] == "??":
+            continue
+        ours = [l["system_name"] or l["function"] for l in loc["lines"]]
+        check(ours[-1] in names or ours[0] in names,
+              "address %s: podprof says %s, eu-addr2line says %s" % (loc["address"], ours, names))
+        checked += 1
+        if checked >= 40:
+            break
+    check(checked >= 5, "only %d locations could be compared" % checked)
+    pp.stop()
+
+
+def test_go_tool_pprof_reads_it():
+    prof, _ = check_spin(WL["WL_SPIN"], seconds=2)
+    path = write_tmp(prof["_raw"])
+    top = go_pprof("-top", path)
+    check("hot_a" in top and "hot_b" in top, "go tool pprof -top:\n%s" % top[:2000])
+    raw = go_pprof("-raw", path)
+    check("samples/count" in raw and "cpu/nanoseconds" in raw, "-raw:\n%s" % raw[:1000])
+    traces = go_pprof("-traces", path)
+    check("worker_loop" in traces, "-traces:\n%s" % traces[:1000])
+    os.unlink(path)
+
+
+def test_overlapping_windows():
+    wl = Workload([WL["WL_SPIN"], "2"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
+                 "--set", "heap.enabled=false", "--set", "offcpu.enabled=false")
+    res = {}
+
+    def fetch(name, secs):
+        res[name] = pp.profile("/debug/pprof/profile?seconds=%d" % secs, timeout=secs + 30)
+
+    a = threading.Thread(target=fetch, args=("long", 4))
+    a.start()
+    time.sleep(1.0)
+    fetch("short", 2)
+    a.join()
+    nl = sum(s["values"][0] for s in res["long"]["samples"])
+    ns = sum(s["values"][0] for s in res["short"]["samples"])
+    check(ns > 0 and nl > 0, "empty window: long %d short %d" % (nl, ns))
+    ratio = nl / ns
+    # Windows of 4 s and 2 s over a steady workload: about 2x, with Poisson noise.
+    check(1.4 < ratio < 2.8, "long/short sample ratio %.2f (long %d, short %d)" % (ratio, nl, ns))
+    for fn, p in EXPECTED.items():
+        fl, tl = fraction_by(res["long"], lambda s, fn=fn: leaf_function(res["long"], s) == fn)
+        fs, ts = fraction_by(res["short"], lambda s, fn=fn: leaf_function(res["short"], s) == fn)
+        tol = binom_tol(ts, p, 5, 0.05)
+        check(abs(fl - fs) <= tol, "%s: %.3f in the long window, %.3f in the short one" % (fn, fl, fs))
+    m = pp.metrics()
+    check(m.get("podprof_cpu_windows_open") == 0, "windows still open: %s" % m.get("podprof_cpu_windows_open"))
+    pp.stop()
+
+
+def test_new_threads_and_children():
+    wl = Workload([WL["WL_FORKER"], "1000"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
+                 "--set", "heap.enabled=false", "--set", "offcpu.enabled=false",
+                 "--set", "discovery.interval_ms=200")
+    prof = pp.profile("/debug/pprof/profile?seconds=4", timeout=40)
+    seen = {}
+    pids = set()
+    for s in prof["samples"]:
+        fn = leaf_function(prof, s)
+        seen[fn] = seen.get(fn, 0) + s["values"][0]
+        pids.add(s["num_labels"]["pid"][0])
+    for fn in ("parent_burn", "late_thread_burn", "child_burn", "child_thread_burn"):
+        check(seen.get(fn, 0) >= 20, "%s has %d samples (seen: %s)" % (fn, seen.get(fn, 0), seen))
+    check(len(pids) >= 2, "samples from pids %s: the forked child is missing" % pids)
+    pp.stop()
+
+
+def test_record_subcommand():
+    wl = Workload([WL["WL_SPIN"], "1"])
+    out = write_tmp(b"")
+    r = subprocess.run([os.environ["PODPROF"], "record", "--pid", str(wl.pid), "--seconds", "2",
+                        "-o", out, "--set", "heap.enabled=false", "--set", "offcpu.enabled=false"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = r.stderr.decode()
+    check(r.returncode == 0, "record exit %d: %s" % (r.returncode, err[-1000:]))
+    check("samples" in err and "complete" in err, "no summary line: %s" % err[-500:])
+    top = go_pprof("-top", out)
+    check("hot_a" in top, "recorded profile:\n%s" % top[:1500])
+    os.unlink(out)
+
+
+if __name__ == "__main__":
+    run([test_pie, test_nopie, test_static, test_stripped_debuglink, test_names_match_eu_addr2line,
+         test_go_tool_pprof_reads_it, test_overlapping_windows, test_new_threads_and_children,
+         test_record_subcommand])

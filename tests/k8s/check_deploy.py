@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Consistency of deploy/: the ConfigMap equals sidecar/podprof.yaml, the
+checksum/config annotation is its sha256, the kustomize component adds the
+same sidecar container as deployment.yaml, the Service's port is "pprof".
+
+usage: check_deploy.py DEPLOY_DIR RENDERED_USER_APP.yaml
+"""
+import hashlib
+import os
+import sys
+
+import yaml
+
+
+def load(path):
+    return [d for d in yaml.safe_load_all(open(path)) if d]
+
+
+def main(argv):
+    deploy, user_rendered = argv[1:3]
+    errs = []
+    cfg_file = open(os.path.join(deploy, "sidecar/podprof.yaml")).read()
+    cm = load(os.path.join(deploy, "configmap.yaml"))[0]
+    if cm["data"]["podprof.yaml"] != cfg_file:
+        errs.append("configmap.yaml data differs from sidecar/podprof.yaml")
+    dep = load(os.path.join(deploy, "deployment.yaml"))[0]
+    tmpl = dep["spec"]["template"]
+    want = hashlib.sha256(cfg_file.encode()).hexdigest()
+    got = tmpl["metadata"]["annotations"].get("checksum/config")
+    if got != want:
+        errs.append(f"deployment.yaml checksum/config {got} != sha256(sidecar/podprof.yaml) {want}")
+    sidecar = [c for c in tmpl["spec"]["initContainers"] if c["name"] == "podprof"][0]
+
+    user = load(user_rendered)
+    deps = {d["metadata"]["name"]: d for d in user if d["kind"] == "Deployment"}
+    checkout = deps["checkout"]["spec"]["template"]
+    patched = [c for c in checkout["spec"].get("initContainers", []) if c["name"] == "podprof"]
+    if len(patched) != 1:
+        errs.append("component did not add the podprof init container to the annotated Deployment")
+    elif patched[0] != sidecar:
+        errs.append("component's sidecar differs from deployment.yaml's")
+    names = [c["name"] for c in checkout["spec"]["initContainers"]]
+    if "migrate" not in names:
+        errs.append("component dropped the user's own init container")
+    if checkout["metadata"]["annotations"].get("team") != "payments":
+        errs.append("component dropped the user's pod annotations")
+    ann = checkout["metadata"]["annotations"]
+    for k, v in tmpl["metadata"]["annotations"].items():
+        if k != "checksum/config" and ann.get(k) != v:
+            errs.append(f"component's annotation {k} differs from deployment.yaml's")
+    untouched = deps["untouched"]["spec"]["template"]["spec"]
+    if untouched.get("initContainers") or untouched.get("shareProcessNamespace"):
+        errs.append("component patched a Deployment without podprof/inject")
+    cms = [d for d in user if d["kind"] == "ConfigMap"]
+    if len(cms) != 1 or cms[0]["data"]["podprof.yaml"] != cfg_file:
+        errs.append("component's generated ConfigMap differs from sidecar/podprof.yaml")
+    vol = [v for v in checkout["spec"]["volumes"] if v["name"] == "podprof-config"]
+    if not vol or vol[0]["configMap"]["name"] != cms[0]["metadata"]["name"]:
+        errs.append("component's volume does not refer to the generated (hashed) ConfigMap")
+
+    svc = load(os.path.join(deploy, "service.yaml"))[0]
+    if [p["name"] for p in svc["spec"]["ports"]] != ["pprof"]:
+        errs.append("service.yaml: port must be named pprof")
+    ns = load(os.path.join(deploy, "namespace.yaml"))[0]
+    if ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") != "privileged":
+        errs.append("namespace.yaml: Pod Security enforce must be privileged")
+    for e in errs:
+        print(f"FAIL {e}")
+    if not errs:
+        print("ok   deploy/ is consistent (ConfigMap, checksum, component, Service, Namespace)")
+    return 1 if errs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

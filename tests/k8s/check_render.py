@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Checks on `helm template` output that depend on the values and the
+cluster version: native sidecar vs ordinary container, checksum/config,
+listen address vs liveness probe, Guaranteed QoS, token mount.
+
+usage: check_render.py RENDERED.yaml KUBE_VERSION VALUES.yaml [--parent]
+(--parent: the podprof values are under the `podprof` key of VALUES.yaml).
+"""
+import hashlib
+import sys
+
+import yaml
+
+
+def ver(s):
+    return tuple(int(x) for x in s.lstrip("v").split("-")[0].split(".")[:2])
+
+
+def main(argv):
+    rendered, kube, values_file = argv[1:4]
+    parent = "--parent" in argv
+    docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    values = yaml.safe_load(open(values_file)) or {}
+    if parent:
+        values = values.get("podprof") or {}
+    mode = values.get("nativeSidecar", "auto")
+    native = mode == "always" or (mode == "auto" and ver(kube) >= (1, 29))
+    errs = []
+
+    cms = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ConfigMap"}
+    cfg_maps = [d for d in cms.values() if "podprof.yaml" in (d.get("data") or {})]
+    if len(cfg_maps) != 1:
+        errs.append(f"expected one podprof ConfigMap, found {len(cfg_maps)}")
+        cfg_text = ""
+    else:
+        cfg_text = cfg_maps[0]["data"]["podprof.yaml"]
+    cfg = yaml.safe_load(cfg_text) or {}
+    listen = str(cfg.get("listen", ""))
+    loopback = listen.startswith("127.") or listen.startswith("localhost:") or listen.startswith("[::1]:")
+    checksum = hashlib.sha256(cfg_text.removesuffix("\n").encode()).hexdigest()
+
+    pods = 0
+    for d in docs:
+        if d.get("kind") != "Deployment":
+            continue
+        tmpl = d["spec"]["template"]
+        spec = tmpl["spec"]
+        name = d["metadata"]["name"]
+        inits = [c for c in spec.get("initContainers") or [] if c["name"] == "podprof"]
+        mains = [c for c in spec.get("containers") or [] if c["name"] == "podprof"]
+        if not inits and not mains:
+            continue
+        pods += 1
+        if native:
+            if len(inits) != 1 or mains:
+                errs.append(f"{name}: kube {kube}: expected the native sidecar in initContainers")
+            elif inits[0].get("restartPolicy") != "Always":
+                errs.append(f"{name}: native sidecar without restartPolicy: Always")
+        else:
+            if len(mains) != 1 or inits:
+                errs.append(f"{name}: kube {kube}: expected podprof in containers (no native sidecars)")
+            elif "restartPolicy" in mains[0]:
+                errs.append(f"{name}: ordinary container with restartPolicy")
+        c = (inits or mains)[0]
+        ann = tmpl["metadata"].get("annotations") or {}
+        if ann.get("checksum/config") != checksum:
+            errs.append(f"{name}: checksum/config {ann.get('checksum/config')} != sha256 of the ConfigMap {checksum}")
+        vols = {v["name"]: v for v in spec.get("volumes") or []}
+        cm_ref = (vols.get("podprof-config") or {}).get("configMap", {}).get("name")
+        if cm_ref not in cms:
+            errs.append(f"{name}: volume podprof-config refers to {cm_ref}, not a rendered ConfigMap")
+        if loopback and "livenessProbe" in c:
+            errs.append(f"{name}: liveness probe with loopback listen {listen} (the kubelet probes the pod IP)")
+        if not loopback and (values.get("livenessProbe") or {}).get("enabled", True) and "livenessProbe" not in c:
+            errs.append(f"{name}: no liveness probe")
+        port = int(listen.rsplit(":", 1)[1]) if ":" in listen else None
+        if [p["containerPort"] for p in c.get("ports", []) if p["name"] == "pprof"] != [port]:
+            errs.append(f"{name}: containerPort pprof does not match listen {listen}")
+        res = c.get("resources") or {}
+        if values.get("guaranteedQoS"):
+            if res.get("limits") != res.get("requests"):
+                errs.append(f"{name}: guaranteedQoS but limits {res.get('limits')} != requests {res.get('requests')}")
+            for other in spec.get("containers"):
+                r = other.get("resources") or {}
+                if r.get("limits") != r.get("requests"):
+                    errs.append(f"{name}: container {other['name']} breaks Guaranteed QoS")
+        if (values.get("scrape") or {}).get("parca", {}).get("enabled") and ann.get("parca.dev/scrape") != "true":
+            errs.append(f"{name}: scrape.parca.enabled but no parca.dev/scrape annotation")
+        if (values.get("scrape") or {}).get("alloy", {}).get("enabled") and \
+                ann.get("profiles.grafana.com/cpu.port_name") != "pprof":
+            errs.append(f"{name}: scrape.alloy.enabled but no profiles.grafana.com annotations")
+        token = (values.get("auth") or {}).get("existingSecret")
+        if token:
+            key = values["auth"].get("secretKey", "token")
+            if (cfg.get("http") or {}).get("token_file") != f"/etc/podprof-token/{key}":
+                errs.append(f"{name}: http.token_file not set for auth.existingSecret")
+            if vols.get("podprof-token", {}).get("secret", {}).get("secretName") != token:
+                errs.append(f"{name}: token Secret not mounted")
+
+    wants_pod = (values.get("demo") or {}).get("enabled") or parent
+    if wants_pod and pods == 0:
+        errs.append("no Deployment with the podprof sidecar rendered")
+    svc = [d for d in docs if d.get("kind") == "Service"]
+    if (values.get("service") or {}).get("enabled"):
+        if loopback:
+            errs.append(f"service enabled with loopback listen {listen}")
+        if not svc or svc[0]["spec"]["ports"][0].get("name") != "pprof":
+            errs.append("service.enabled but no Service with port pprof")
+        if not [d for d in docs if d.get("kind") == "Pod"]:
+            errs.append("service.enabled but no helm test pod")
+    for e in errs:
+        print(f"{rendered}: {e}")
+    return 1 if errs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
