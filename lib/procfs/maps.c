@@ -483,8 +483,12 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 			return r;
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
-			/* map_files opens the mapped file itself: a mismatch means the range was remapped. */
-			r = check_fd(fd, m, false);
+			/*
+			 * A mismatch means the range was remapped since maps was read, or a
+			 * stacked file system (map_files reopens the overlay path, whose
+			 * stat shows the overlay's device): check_fd tells them apart.
+			 */
+			r = check_fd(fd, m, true);
 			if (r == 0)
 				return fd;
 			close(fd);
@@ -536,13 +540,18 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 		if (r < 0)
 			return r;
 		if (stat(path, &st) == 0) {
-			if (stat_matches(&st, m)) {
+			r = 0;
+			if (!stat_matches(&st, m)) {
+				_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+				r = fd < 0 ? -errno : check_fd(fd, m, true);
+			}
+			if (r == 0) {
 				if (strlen(path) >= n)
 					return -ENAMETOOLONG;
 				strcpy(buf, path);
 				return 0;
 			}
-			first = -ESTALE;
+			first = r;
 		} else {
 			first = -errno;
 		}

@@ -44,24 +44,31 @@ static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len
 		len += (size_t)n;
 	}
 	b[len] = '\0';
+	if (len + 1 < max / 2) {
+		/* do not keep a 64 KiB cmdline buffer for a 30-byte command line */
+		char *shrunk = realloc(b, len + 1);
+		if (shrunk)
+			b = shrunk;
+	}
 	*ret = b;
 	b = NULL;
 	*ret_len = len;
 	return 0;
 }
 
-/* Next space-separated field of [*p, end). */
+/* Next field of [*p, end): the kernel separates them with exactly one space. */
 static int next_field(const char **p, const char *end, const char **ret_s, size_t *ret_n)
 {
 	const char *s = *p;
 
-	while (s < end && *s == ' ')
-		s++;
-	if (s >= end)
+	if (s >= end || *s != ' ')
 		return -EINVAL;
+	s++;
 	const char *f = s;
 	while (s < end && *s != ' ' && *s != '\n')
 		s++;
+	if (s == f)
+		return -EINVAL;
 	*ret_s = f;
 	*ret_n = (size_t)(s - f);
 	*p = s;

@@ -1,2 +1,1215 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "symbolize.h"
+/*
+ * ELF/DWARF symbolizer with a bounded, reference-counted LRU cache of files.
+ *
+ * Address translation: a runtime address in mapping m is first turned into
+ * a file offset (addr - m->start + m->offset), then into an ELF virtual
+ * address through the PT_LOAD segment whose file range holds that offset.
+ * That is right for PIE, non-PIE, shared objects and static binaries alike,
+ * and the same virtual address is valid in a separate debug file.
+ *
+ * Symbol rule: FUNC and IFUNC symbols (and sized NOTYPE ones in executable
+ * sections) from .symtab, else .dynsym. A symbol covers [value, value+size).
+ * A zero-size FUNC symbol (hand-written assembly) covers up to the next
+ * symbol in the table or the end of its section, whichever comes first.
+ * An address no symbol covers is "<basename>+0x<file offset>", never the
+ * nearest preceding symbol.
+ *
+ * Locking: s->lock protects the cache lists, the counters, the kallsyms
+ * and perf-map tables. Loading a file happens outside it; each file has its
+ * own lock serializing its libdw use (libdw objects are not thread-safe).
+ * An entry in use (refs > 0) is never evicted.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include "sym-internal.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define DEFAULT_CACHE_BYTES ((uint64_t)64 << 20)
+#define MAX_FILES 256u             /* cached files (each may hold an fd) */
+#define MAX_SEGS 64u               /* PT_LOAD segments kept per file */
+#define MAX_SYMS (8u << 20)        /* symbols per file */
+#define MAX_NAMES ((size_t)512 << 20)
+#define MAX_INLINE 64u             /* frames in one inline chain */
+#define MAX_CU_RANGES (4u << 20)   /* own CU address table when .debug_aranges is missing */
+#define FAILED_RETRY_NS (30ull * 1000000000ull)
+#define DEBUGLINK_CRC_MAX ((uint64_t)4 << 30)
+#define ENTRY_BASE_BYTES 1024u
+
+struct sym {
+	uint64_t addr, size;
+	uint32_t name;
+	uint16_t shndx;
+	uint8_t rank; /* higher = better name among aliases */
+	uint8_t pad;
+};
+
+struct seg {
+	uint64_t off, filesz, vaddr;
+};
+
+struct cu_range {
+	uint64_t lo, hi;
+	Dwarf_Off die;
+};
+
+struct devino {
+	uint32_t major, minor;
+	uint64_t ino;
+};
+
+#define MAX_ALIASES 4
+
+struct sym_file {
+	struct sym_file *prev, *next; /* LRU: head is the most recently used */
+	unsigned refs;
+	pthread_mutex_t lock;
+
+	uint8_t build_id[PP_BUILD_ID_MAX];
+	size_t build_id_len;
+	struct devino keys[MAX_ALIASES];
+	size_t n_keys;
+
+	bool failed;
+	uint64_t failed_at;
+
+	struct seg segs[MAX_SEGS];
+	size_t n_segs;
+	struct sym *syms;
+	size_t n_syms;
+	char *names;
+	size_t names_len;
+
+	int dw_fd;
+	Elf *dw_elf;
+	Dwarf *dw;
+	struct cu_range *cus; /* built on the first aranges miss */
+	size_t n_cus;
+	bool cus_built;
+
+	uint64_t bytes;
+};
+
+struct pp_symbolizer {
+	pthread_mutex_t lock;
+	uint64_t cache_max;
+	bool no_dwarf;
+	struct sym_file *head, *tail;
+	size_t n_files;
+	uint64_t bytes;
+	struct pp_ksyms *ksyms;
+	struct pp_jitmaps *jit;
+	struct pp_symbolizer_stats st;
+};
+
+static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
+static void elf_init(void)
+{
+	elf_version(EV_CURRENT);
+}
+
+/* ---------- results ---------- */
+
+void pp_sym_result__free(struct pp_sym_result *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->frames[i].function);
+		free(r->frames[i].system_name);
+		free(r->frames[i].file);
+	}
+	free(r->frames);
+	memset(r, 0, sizeof(*r));
+}
+
+static int frame_set(struct pp_sym_frame *f, const char *name)
+{
+	char *d = pp_demangle(name);
+	f->system_name = strdup(name);
+	f->function = d ? d : strdup(name);
+	if (!f->system_name || !f->function) {
+		free(f->system_name);
+		free(f->function);
+		f->system_name = f->function = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int pp_sym__result_one(struct pp_sym_result *ret, const char *name, bool has_function)
+{
+	struct pp_sym_frame *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	if (frame_set(f, name) < 0) {
+		free(f);
+		return -ENOMEM;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->frames = f;
+	ret->n = 1;
+	ret->has_function = has_function;
+	return 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b && b[1] ? b + 1 : path;
+}
+
+static int result_fallback(struct pp_sym_result *ret, const char *path, uint64_t off)
+{
+	char name[PATH_MAX + 32];
+	snprintf(name, sizeof(name), "%s+0x%" PRIx64, base_name(path), off);
+	struct pp_sym_frame *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->function = strdup(name);
+	f->system_name = strdup(name);
+	if (!f->function || !f->system_name) {
+		free(f->function);
+		free(f->system_name);
+		free(f);
+		return -ENOMEM;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->frames = f;
+	ret->n = 1;
+	return 0;
+}
+
+/* ---------- files in the target's root ---------- */
+
+int pp_sym__open_in_root(pid_t pid, const char *path)
+{
+	int fd = -1;
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	if (pid > 0) {
+		char root[64];
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+		_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (rfd < 0)
+			return -errno;
+		struct open_how how = {
+			.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+			.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+		};
+		fd = (int)syscall(SYS_openat2, rfd, path + 1, &how, sizeof(how));
+		if (fd < 0 && errno == ENOSYS) {
+			char buf[PATH_MAX];
+			int r = pp_proc__root_path(pid, path, buf, sizeof(buf));
+			if (r < 0)
+				return r;
+			fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		}
+	} else {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	}
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	/* regular file: O_NONBLOCK is meaningless, clear it anyway */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+/* ---------- ELF helpers ---------- */
+
+static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *ret_shdr)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return NULL;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (n && strcmp(n, name) == 0) {
+			if (ret_shdr)
+				*ret_shdr = sh;
+			return scn;
+		}
+	}
+	return NULL;
+}
+
+static Elf_Scn *find_section_type(Elf *elf, Elf64_Word type)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == type)
+			return scn;
+	}
+	return NULL;
+}
+
+/* Bytes of DWARF sections with data (0 = no usable DWARF). */
+static uint64_t dwarf_size(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	bool info = false;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return 0;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!n)
+			continue;
+		if (!strncmp(n, ".debug_", 7) || !strncmp(n, ".zdebug_", 8)) {
+			uint64_t sz = sh.sh_size;
+			if ((sh.sh_flags & SHF_COMPRESSED) || n[1] == 'z')
+				sz *= 4; /* decompressed in memory: rough estimate */
+			total += sz;
+			if (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info"))
+				info = sh.sh_size > 0;
+		}
+	}
+	return info ? total : 0;
+}
+
+static Elf *elf_open(int fd)
+{
+	pthread_once(&elf_once, elf_init);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		return NULL;
+	if (elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		return NULL;
+	}
+	return elf;
+}
+
+static int load_segments(struct sym_file *f, Elf *elf)
+{
+	size_t n;
+	if (elf_getphdrnum(elf, &n) < 0)
+		return -EBADMSG;
+	for (size_t i = 0; i < n && f->n_segs < MAX_SEGS; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_filesz > UINT64_MAX - ph.p_offset)
+			continue;
+		f->segs[f->n_segs++] = (struct seg){ ph.p_offset, ph.p_filesz, ph.p_vaddr };
+	}
+	return f->n_segs ? 0 : -ENOENT;
+}
+
+/* File offset -> ELF virtual address. false when no PT_LOAD holds it. */
+static bool off_to_vaddr(const struct sym_file *f, uint64_t off, uint64_t *ret)
+{
+	for (size_t i = 0; i < f->n_segs; i++) {
+		const struct seg *s = &f->segs[i];
+		if (off >= s->off && off - s->off < s->filesz) {
+			*ret = off - s->off + s->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank > y->rank ? -1 : 1; /* best first */
+	return 0;
+}
+
+/* Among aliases at one address: GLOBAL > WEAK > LOCAL, FUNC > NOTYPE, fewer leading '_'. */
+static uint8_t sym_rank(const GElf_Sym *s, const char *name)
+{
+	unsigned bind = GELF_ST_BIND(s->st_info), type = GELF_ST_TYPE(s->st_info);
+	unsigned r = 0;
+	r += bind == STB_GLOBAL ? 32 : bind == STB_WEAK ? 16 : 0;
+	r += type == STT_FUNC || type == STT_GNU_IFUNC ? 8 : 0;
+	unsigned u = 0;
+	while (name[u] == '_' && u < 3)
+		u++;
+	r += 3 - u;
+	return (uint8_t)r;
+}
+
+/* Loads FUNC symbols of symbol table scn into f. */
+static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
+{
+	GElf_Shdr sh;
+	if (!gelf_getshdr(scn, &sh) || sh.sh_entsize == 0)
+		return -EBADMSG;
+	Elf_Data *data = elf_getdata(scn, NULL);
+	if (!data)
+		return -EBADMSG;
+	size_t n = sh.sh_size / sh.sh_entsize;
+	if (n > MAX_SYMS)
+		n = MAX_SYMS;
+
+	/* section bounds for the zero-size rule, and which sections hold code */
+	size_t nsec = 0;
+	if (elf_getshdrnum(elf, &nsec) < 0)
+		nsec = 0;
+	if (nsec > 65535)
+		nsec = 65535;
+	_cleanup_free_ uint64_t *sec_end = calloc(nsec ? nsec : 1, sizeof(uint64_t));
+	_cleanup_free_ uint8_t *sec_exec = calloc(nsec ? nsec : 1, 1);
+	if (!sec_end || !sec_exec)
+		return -ENOMEM;
+	for (size_t i = 1; i < nsec; i++) {
+		Elf_Scn *s = elf_getscn(elf, i);
+		GElf_Shdr ssh;
+		if (s && gelf_getshdr(s, &ssh) && (ssh.sh_flags & SHF_ALLOC)) {
+			sec_end[i] = ssh.sh_addr + ssh.sh_size;
+			sec_exec[i] = !!(ssh.sh_flags & SHF_EXECINSTR);
+		}
+	}
+
+	struct sym *v = NULL;
+	size_t nv = 0, cap = 0;
+	struct pp_buf names = { .max = MAX_NAMES };
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym s;
+		if (!gelf_getsym(data, (int)i, &s))
+			break;
+		unsigned type = GELF_ST_TYPE(s.st_info);
+		if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE || s.st_shndx >= nsec)
+			continue;
+		bool code = type == STT_FUNC || type == STT_GNU_IFUNC ||
+			    (type == STT_NOTYPE && s.st_size > 0 && sec_exec[s.st_shndx]);
+		if (!code || s.st_value == 0)
+			continue;
+		const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
+		if (!name || !*name)
+			continue;
+		size_t nl = strnlen(name, 4096);
+		const char *at = memchr(name, '@', nl);
+		if (at && at != name)
+			nl = (size_t)(at - name); /* "memcpy@GLIBC_2.2.5" -> "memcpy" */
+		if (nv == cap) {
+			size_t nc = cap ? cap * 2 : 1024;
+			struct sym *vv = reallocarray(v, nc, sizeof(*v));
+			if (!vv) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			v = vv;
+			cap = nc;
+		}
+		size_t off = names.len;
+		if (off > UINT32_MAX - nl - 1 || pp_buf_append(&names, name, nl) < 0 ||
+		    pp_buf_append(&names, "", 1) < 0)
+			break; /* name space exhausted */
+		uint64_t size = s.st_size;
+		if (size > UINT64_MAX - s.st_value)
+			size = UINT64_MAX - s.st_value;
+		v[nv++] = (struct sym){ .addr = s.st_value, .size = size, .name = (uint32_t)off,
+					.shndx = (uint16_t)s.st_shndx, .rank = sym_rank(&s, name) };
+	}
+	if (nv == 0) {
+		free(v);
+		pp_buf_free(&names);
+		return -ENOENT;
+	}
+	qsort(v, nv, sizeof(*v), sym_cmp);
+	/* keep the best name per address, with the largest size among the aliases */
+	size_t w = 0;
+	for (size_t i = 0; i < nv; i++) {
+		if (w && v[w - 1].addr == v[i].addr) {
+			if (v[i].size > v[w - 1].size)
+				v[w - 1].size = v[i].size;
+			continue;
+		}
+		v[w++] = v[i];
+	}
+	nv = w;
+	/* zero-size symbols: up to the next symbol or the end of their section */
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].size)
+			continue;
+		uint64_t end = sec_end[v[i].shndx];
+		if (i + 1 < nv && v[i + 1].addr < end)
+			end = v[i + 1].addr;
+		v[i].size = end > v[i].addr ? end - v[i].addr : 0;
+	}
+	f->syms = v;
+	f->n_syms = nv;
+	f->names_len = names.len;
+	f->names = pp_buf_steal(&names, NULL);
+	return 0;
+fail:
+	free(v);
+	pp_buf_free(&names);
+	return r;
+}
+
+static const struct sym *sym_lookup(const struct sym_file *f, uint64_t vaddr)
+{
+	size_t lo = 0, hi = f->n_syms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* nested symbols: a few earlier ones may still cover vaddr */
+	for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++) {
+		const struct sym *s = &f->syms[i - 1];
+		if (vaddr - s->addr < s->size)
+			return s;
+	}
+	return NULL;
+}
+
+/* ---------- separate debug files ---------- */
+
+static bool crc_matches(int fd, uint32_t want)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0L, Z_NULL, 0);
+	uint64_t total = 0, off = 0;
+	for (;;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		if (n == 0)
+			break;
+		crc = crc32(crc, buf, (uInt)n);
+		off += (uint64_t)n;
+		total += (uint64_t)n;
+		if (total > DEBUGLINK_CRC_MAX)
+			return false;
+	}
+	return (uint32_t)crc == want;
+}
+
+/* Debug file candidate: must have usable content and match id (or crc when no id). */
+static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_len,
+		     bool check_crc, uint32_t crc)
+{
+	int fd = pp_sym__open_in_root(pid, path);
+	if (fd < 0)
+		return fd;
+	uint8_t got[PP_BUILD_ID_MAX];
+	size_t gl;
+	int r = pp_buildid__from_fd(fd, got, &gl);
+	bool ok;
+	if (r == 0 && id_len)
+		ok = gl == id_len && !memcmp(got, id, id_len); /* both have ids: they decide */
+	else if (check_crc)
+		ok = crc_matches(fd, crc);
+	else
+		ok = false;
+	if (!ok) {
+		pp_dbg("symbolize: debug file %s (pid %d root) does not match, rejected", path,
+		       (int)pid);
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* Opens the separate debug file of elf (mapped as path in pid). fd or -errno. */
+static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t *id,
+			   size_t id_len)
+{
+	pid_t roots[2] = { pid, 0 };
+	char buf[PATH_MAX];
+
+	if (id_len) {
+		char hex[2 * PP_BUILD_ID_MAX + 1];
+		pp_buildid__hex(id, id_len, hex);
+		snprintf(buf, sizeof(buf), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+		for (int i = 0; i < 2; i++) {
+			int fd = try_debug(roots[i], buf, id, id_len, false, 0);
+			if (fd >= 0)
+				return fd;
+		}
+	}
+
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(elf, ".gnu_debuglink", &sh);
+	if (!scn || sh.sh_type == SHT_NOBITS)
+		return -ENOENT;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || d->d_size < 8 || d->d_size > 4096)
+		return -ENOENT;
+	const char *link = d->d_buf;
+	size_t ll = strnlen(link, d->d_size);
+	size_t crc_off = (ll + 4) & ~(size_t)3;
+	if (ll == 0 || ll >= 256 || crc_off + 4 > d->d_size || memchr(link, '/', ll) ||
+	    !strcmp(link, ".") || !strcmp(link, ".."))
+		return -ENOENT;
+	uint32_t crc;
+	memcpy(&crc, (const char *)d->d_buf + crc_off, 4);
+	GElf_Ehdr eh;
+	if (gelf_getehdr(elf, &eh) &&
+	    (eh.e_ident[EI_DATA] == ELFDATA2MSB) != (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__))
+		crc = __builtin_bswap32(crc);
+
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		snprintf(dir, sizeof(dir), "%s", "");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	/* dir/link, dir/.debug/link, /usr/lib/debug/dir/link */
+	static const char *const mids[][2] = { { "", "/" }, { "", "/.debug/" },
+					       { "/usr/lib/debug", "/" } };
+	for (size_t k = 0; k < ARRAY_SIZE(mids); k++) {
+		int n = snprintf(buf, sizeof(buf), "%s%s%s%s", mids[k][0], dir, mids[k][1], link);
+		if (n < 0 || (size_t)n >= sizeof(buf))
+			continue;
+		if (k == 0 && !strcmp(buf, path))
+			continue; /* the file itself */
+		for (int i = 0; i < 2; i++) {
+			int fd = try_debug(roots[i], buf, id, id_len, true, crc);
+			if (fd >= 0)
+				return fd;
+		}
+	}
+	return -ENOENT;
+}
+
+/* ---------- DWARF ---------- */
+
+static int cu_range_cmp(const void *a, const void *b)
+{
+	const struct cu_range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Own CU table for files without .debug_aranges (clang, some linkers). */
+static void build_cu_table(struct sym_file *f)
+{
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	struct cu_range *v = NULL;
+	size_t n = 0, cap = 0;
+	f->cus_built = true;
+	while (dwarf_nextcu(f->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+		if (dwarf_offdie(f->dw, off + hsize, &cu)) {
+			Dwarf_Addr base, lo, hi;
+			ptrdiff_t it = 0;
+			while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
+				if (n >= MAX_CU_RANGES || hi <= lo)
+					break;
+				if (n == cap) {
+					size_t nc = cap ? cap * 2 : 256;
+					struct cu_range *nv = reallocarray(v, nc, sizeof(*v));
+					if (!nv)
+						goto done;
+					v = nv;
+					cap = nc;
+				}
+				v[n++] = (struct cu_range){ lo, hi, off + hsize };
+			}
+		}
+		if (next <= off)
+			break;
+		off = next;
+	}
+done:
+	if (n)
+		qsort(v, n, sizeof(*v), cu_range_cmp);
+	f->cus = v;
+	f->n_cus = n;
+	f->bytes += n * sizeof(*v);
+}
+
+static bool cu_for_addr(struct sym_file *f, uint64_t vaddr, Dwarf_Die *ret)
+{
+	if (dwarf_addrdie(f->dw, vaddr, ret))
+		return true;
+	if (!f->cus_built)
+		build_cu_table(f);
+	size_t lo = 0, hi = f->n_cus;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->cus[mid].lo <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
+		const struct cu_range *c = &f->cus[i - 1];
+		if (vaddr >= c->lo && vaddr < c->hi)
+			return dwarf_offdie(f->dw, c->die, ret) != NULL;
+	}
+	return false;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		n = dwarf_formstring(&a);
+	if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
+		n = dwarf_formstring(&a);
+	return n && *n ? n : NULL;
+}
+
+struct dframe {
+	const char *name;
+	const char *file;
+	uint32_t line, start_line;
+};
+
+static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
+{
+	Dwarf_Files *files;
+	size_t n;
+	if (dwarf_getsrcfiles(cu, &files, &n) != 0 || idx >= n)
+		return NULL;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+/*
+ * Fills fr[] innermost first. Frame 0's file:line comes from the line
+ * table; frame k+1's is the DW_AT_call_file/line of frame k, which is an
+ * inlined_subroutine (the call site inside frame k+1). Returns the count.
+ */
+static size_t dwarf_frames(struct sym_file *f, uint64_t vaddr, struct dframe *fr, size_t max)
+{
+	Dwarf_Die cu;
+	if (!cu_for_addr(f, vaddr, &cu))
+		return 0;
+	const char *file = NULL;
+	int line = 0;
+	Dwarf_Line *dl = dwarf_getsrc_die(&cu, vaddr);
+	if (dl) {
+		file = dwarf_linesrc(dl, NULL, NULL);
+		if (dwarf_lineno(dl, &line) != 0 || line < 0)
+			line = 0;
+	}
+	Dwarf_Die *scopes = NULL;
+	int ns = dwarf_getscopes(&cu, vaddr, &scopes);
+	size_t n = 0;
+	for (int i = 0; i < ns && n < max; i++) {
+		Dwarf_Die *d = &scopes[i];
+		int tag = dwarf_tag(d);
+		if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine &&
+		    tag != DW_TAG_entry_point)
+			continue;
+		int dline = 0;
+		if (dwarf_decl_line(d, &dline) != 0 || dline < 0)
+			dline = 0;
+		fr[n] = (struct dframe){ .name = die_name(d), .file = file,
+					 .line = (uint32_t)line, .start_line = (uint32_t)dline };
+		n++;
+		if (tag != DW_TAG_inlined_subroutine)
+			break; /* the physical function */
+		/* the next (outer) frame is at this inlined call's call site */
+		Dwarf_Attribute a;
+		Dwarf_Word w;
+		file = NULL;
+		line = 0;
+		if (dwarf_attr(d, DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0)
+			file = cu_file(&cu, w);
+		if (dwarf_attr(d, DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0 &&
+		    w <= UINT32_MAX)
+			line = (int)w;
+	}
+	free(scopes);
+	if (n == 0 && (file || line) && max) {
+		fr[0] = (struct dframe){ .name = NULL, .file = file, .line = (uint32_t)line };
+		n = 1;
+	}
+	return n;
+}
+
+/* ---------- file entries ---------- */
+
+static void file_free(struct sym_file *f)
+{
+	if (!f)
+		return;
+	if (f->dw)
+		dwarf_end(f->dw);
+	if (f->dw_elf)
+		elf_end(f->dw_elf);
+	if (f->dw_fd >= 0)
+		close(f->dw_fd);
+	free(f->syms);
+	free(f->names);
+	free(f->cus);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static struct sym_file *file_new(void)
+{
+	struct sym_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->dw_fd = -1;
+	if (pthread_mutex_init(&f->lock, NULL) != 0) {
+		free(f);
+		return NULL;
+	}
+	return f;
+}
+
+/*
+ * Reads symbols, segments and (unless no_dwarf or too big) DWARF of the
+ * file open as fd, mapped as path by pid. Takes ownership of fd.
+ */
+static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, bool no_dwarf,
+		      uint64_t cache_max)
+{
+	Elf *elf = elf_open(fd);
+	Elf *dbg = NULL;
+	int dbg_fd = -1;
+	if (!elf) {
+		f->failed = true;
+		close(fd);
+		return;
+	}
+	if (load_segments(f, elf) < 0) {
+		f->failed = true;
+		goto out;
+	}
+	Elf_Scn *symtab = find_section_type(elf, SHT_SYMTAB);
+	uint64_t dsize = dwarf_size(elf);
+	if (!symtab || (!dsize && !no_dwarf)) {
+		dbg_fd = find_debug_file(pid, path, elf, f->build_id, f->build_id_len);
+		if (dbg_fd >= 0) {
+			dbg = elf_open(dbg_fd);
+			if (!dbg) {
+				close(dbg_fd);
+				dbg_fd = -1;
+			}
+		}
+	}
+	Elf_Scn *dsymtab = dbg ? find_section_type(dbg, SHT_SYMTAB) : NULL;
+	if (symtab && load_symbols(f, elf, symtab) == 0)
+		;
+	else if (dsymtab && load_symbols(f, dbg, dsymtab) == 0)
+		;
+	else {
+		Elf_Scn *dyn = find_section_type(elf, SHT_DYNSYM);
+		if (dyn)
+			load_symbols(f, elf, dyn);
+	}
+
+	if (!no_dwarf) {
+		/* a file whose DWARF alone would take half the cache is used for symbols only */
+		Elf *de = NULL;
+		int dfd = -1;
+		uint64_t ds = 0;
+		if (dsize) {
+			de = elf, dfd = fd, ds = dsize;
+		} else if (dbg) {
+			ds = dwarf_size(dbg);
+			if (ds)
+				de = dbg, dfd = dbg_fd;
+		}
+		if (de && ds <= cache_max / 2) {
+			Dwarf *dw = dwarf_begin_elf(de, DWARF_C_READ, NULL);
+			if (dw) {
+				f->dw = dw;
+				f->dw_elf = de;
+				f->dw_fd = dfd;
+				f->bytes += ds;
+				if (de == elf)
+					elf = NULL, fd = -1;
+				else
+					dbg = NULL, dbg_fd = -1;
+			}
+		}
+	}
+out:
+	if (dbg)
+		elf_end(dbg);
+	if (dbg_fd >= 0)
+		close(dbg_fd);
+	if (elf)
+		elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+	f->bytes += ENTRY_BASE_BYTES + f->n_syms * sizeof(struct sym) + f->names_len;
+}
+
+static void lru_unlink(struct pp_symbolizer *s, struct sym_file *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		s->head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	else
+		s->tail = f->prev;
+	f->prev = f->next = NULL;
+}
+
+static void lru_push_front(struct pp_symbolizer *s, struct sym_file *f)
+{
+	f->prev = NULL;
+	f->next = s->head;
+	if (s->head)
+		s->head->prev = f;
+	s->head = f;
+	if (!s->tail)
+		s->tail = f;
+}
+
+static bool has_key(const struct sym_file *f, const struct pp_map *m)
+{
+	for (size_t i = 0; i < f->n_keys; i++)
+		if (f->keys[i].ino == m->inode && f->keys[i].major == m->dev_major &&
+		    f->keys[i].minor == m->dev_minor)
+			return true;
+	return false;
+}
+
+static void add_key(struct sym_file *f, const struct pp_map *m)
+{
+	if (has_key(f, m))
+		return;
+	if (f->n_keys < MAX_ALIASES)
+		f->n_keys++;
+	else
+		memmove(&f->keys[1], &f->keys[0], sizeof(f->keys[0]) * (MAX_ALIASES - 1));
+	f->keys[f->n_keys - 1] = (struct devino){ m->dev_major, m->dev_minor, m->inode };
+}
+
+/* With s->lock held. */
+static struct sym_file *cache_find(struct pp_symbolizer *s, const struct pp_map *m,
+				   const uint8_t *id, size_t id_len)
+{
+	for (struct sym_file *f = s->head; f; f = f->next) {
+		bool match = id_len ? (f->build_id_len == id_len && !memcmp(f->build_id, id, id_len))
+				    : has_key(f, m);
+		if (match)
+			return f;
+	}
+	return NULL;
+}
+
+/* With s->lock held: drop unused entries from the LRU end until within budget. */
+static void cache_evict(struct pp_symbolizer *s)
+{
+	struct sym_file *f = s->tail;
+	while (f && (s->bytes > s->cache_max || s->n_files > MAX_FILES)) {
+		struct sym_file *prev = f->prev;
+		if (f->refs == 0) {
+			lru_unlink(s, f);
+			s->bytes -= f->bytes;
+			s->n_files--;
+			s->st.files_evicted++;
+			file_free(f);
+		}
+		f = prev;
+	}
+	s->st.cache_bytes = s->bytes;
+}
+
+/* With s->lock held: make f the most recently used and take a reference. */
+static void cache_touch(struct pp_symbolizer *s, struct sym_file *f)
+{
+	lru_unlink(s, f);
+	lru_push_front(s, f);
+	f->refs++;
+}
+
+/* Returns a referenced entry (maybe failed) or NULL on -ENOMEM; *ret_err on open failure. */
+static struct sym_file *cache_get(struct pp_symbolizer *s, pid_t pid, const struct pp_map *m,
+				  const uint8_t *id, size_t id_len)
+{
+	pthread_mutex_lock(&s->lock);
+	struct sym_file *f = cache_find(s, m, id, id_len);
+	if (f && f->failed && pp_now_mono_ns() - f->failed_at >= FAILED_RETRY_NS && !f->refs) {
+		lru_unlink(s, f);
+		s->bytes -= f->bytes;
+		s->n_files--;
+		file_free(f);
+		f = NULL;
+	}
+	if (f) {
+		cache_touch(s, f);
+		pthread_mutex_unlock(&s->lock);
+		return f;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	/* Load outside the lock. */
+	struct sym_file *nf = file_new();
+	if (!nf)
+		return NULL;
+	nf->keys[0] = (struct devino){ m->dev_major, m->dev_minor, m->inode };
+	nf->n_keys = 1;
+	int fd = pp_proc__open_mapped(pid, m);
+	if (fd >= 0) {
+		uint8_t fid[PP_BUILD_ID_MAX];
+		size_t fl;
+		if (pp_buildid__from_fd(fd, fid, &fl) == 0) {
+			memcpy(nf->build_id, fid, fl);
+			nf->build_id_len = fl;
+		}
+		if (nf->build_id_len) {
+			/* the same file under another inode (other container) may be cached */
+			pthread_mutex_lock(&s->lock);
+			f = cache_find(s, m, nf->build_id, nf->build_id_len);
+			if (f && !f->failed) {
+				add_key(f, m);
+				cache_touch(s, f);
+				pthread_mutex_unlock(&s->lock);
+				close(fd);
+				file_free(nf);
+				return f;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		file_load(nf, pid, m->path, fd, s->no_dwarf, s->cache_max);
+	} else {
+		pp_dbg("symbolize: cannot open %s of pid %d: %s", m->path, (int)pid, strerror(-fd));
+		nf->failed = true;
+	}
+	if (nf->failed) {
+		nf->failed_at = pp_now_mono_ns();
+		nf->bytes = ENTRY_BASE_BYTES;
+	}
+
+	pthread_mutex_lock(&s->lock);
+	/* another thread may have loaded it meanwhile */
+	f = cache_find(s, m, nf->build_id, nf->build_id_len);
+	if (f && (!f->failed || nf->failed)) {
+		add_key(f, m);
+		cache_touch(s, f);
+		pthread_mutex_unlock(&s->lock);
+		file_free(nf);
+		return f;
+	}
+	if (nf->failed)
+		s->st.files_failed++;
+	else
+		s->st.files_loaded++;
+	lru_push_front(s, nf);
+	nf->refs = 1;
+	s->n_files++;
+	s->bytes += nf->bytes;
+	cache_evict(s);
+	pthread_mutex_unlock(&s->lock);
+	return nf;
+}
+
+static void cache_put(struct pp_symbolizer *s, struct sym_file *f, uint64_t extra_bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	f->refs--;
+	s->bytes += extra_bytes;
+	cache_evict(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---------- public ---------- */
+
+struct pp_symbolizer *pp_symbolizer__new(const struct pp_symbolizer_opts *opts)
+{
+	struct pp_symbolizer *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (pthread_mutex_init(&s->lock, NULL) != 0) {
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->cache_max = opts && opts->cache_bytes ? opts->cache_bytes : DEFAULT_CACHE_BYTES;
+	s->no_dwarf = opts && opts->no_dwarf;
+	pthread_once(&elf_once, elf_init);
+	return s;
+}
+
+void pp_symbolizer__free(struct pp_symbolizer *s)
+{
+	if (!s)
+		return;
+	struct sym_file *f = s->head;
+	while (f) {
+		struct sym_file *n = f->next;
+		file_free(f);
+		f = n;
+	}
+	pp_ksyms__free(s->ksyms);
+	pp_jitmaps__free(s->jit);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret)
+{
+	pthread_mutex_lock(&s->lock);
+	*ret = s->st;
+	ret->cache_bytes = s->bytes + pp_ksyms__bytes(s->ksyms) + pp_jitmaps__bytes(s->jit);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Builds the result for vaddr in f (f->lock held). */
+static int resolve_in_file(struct sym_file *f, bool no_dwarf, uint64_t vaddr,
+			   struct pp_sym_result *ret)
+{
+	const struct sym *sy = sym_lookup(f, vaddr);
+	struct dframe fr[MAX_INLINE];
+	size_t n = 0;
+	if (!no_dwarf && f->dw)
+		n = dwarf_frames(f, vaddr, fr, MAX_INLINE);
+	if (!sy && (n == 0 || !fr[n - 1].name))
+		return -ENOENT; /* nothing names this address */
+
+	if (n == 0) {
+		fr[0] = (struct dframe){ 0 };
+		n = 1;
+	}
+	/* the physical function: DWARF name when present, else the covering symbol */
+	if (!fr[n - 1].name)
+		fr[n - 1].name = f->names + sy->name;
+
+	struct pp_sym_frame *out = calloc(n, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	bool has_file = false, has_line = false;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = fr[i].name;
+		if (!name)
+			name = "??"; /* inlined function without a name (corrupt DWARF) */
+		if (frame_set(&out[i], name) < 0)
+			goto nomem;
+		if (fr[i].file) {
+			out[i].file = strdup(fr[i].file);
+			if (!out[i].file)
+				goto nomem;
+			has_file = true;
+		}
+		out[i].line = fr[i].line;
+		out[i].start_line = fr[i].start_line;
+		if (fr[i].line)
+			has_line = true;
+	}
+	ret->frames = out;
+	ret->n = n;
+	ret->has_function = true;
+	ret->has_file = has_file;
+	ret->has_line = has_line;
+	ret->has_inline = n > 1;
+	return 0;
+nomem: {
+	struct pp_sym_result tmp = { .frames = out, .n = n };
+	pp_sym_result__free(&tmp);
+	return -ENOMEM;
+}
+}
+
+int pp_symbolizer__resolve(struct pp_symbolizer *s, pid_t pid, const struct pp_map *m,
+			   const uint8_t *build_id, size_t build_id_len, uint64_t addr,
+			   struct pp_sym_result *ret)
+{
+	if (!s || !m || !ret || build_id_len > PP_BUILD_ID_MAX)
+		return -EINVAL;
+	if (addr < m->start || addr >= m->end)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->st.lookups++;
+	pthread_mutex_unlock(&s->lock);
+
+	uint64_t off = addr - m->start + m->offset;
+	if (!m->path)
+		return -ENOENT;
+	if (m->special) {
+		if (strcmp(m->path, "[vdso]") == 0)
+			return result_fallback(ret, m->path, off);
+		return -ENOENT;
+	}
+	if (!build_id)
+		build_id_len = 0;
+
+	struct sym_file *f = cache_get(s, pid, m, build_id, build_id_len);
+	if (!f)
+		return -ENOMEM;
+	struct pp_sym_result res = { 0 };
+	int r = -ENOENT;
+	uint64_t extra = 0;
+	if (!f->failed) {
+		uint64_t vaddr;
+		pthread_mutex_lock(&f->lock);
+		if (off_to_vaddr(f, off, &vaddr)) {
+			uint64_t before = f->bytes;
+			r = resolve_in_file(f, s->no_dwarf, vaddr, &res);
+			extra = f->bytes - before; /* CU table built on demand */
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	cache_put(s, f, extra);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return result_fallback(ret, m->path, off);
+	*ret = res;
+	return 0;
+}
+
+int pp_symbolizer__resolve_kernel(struct pp_symbolizer *s, uint64_t addr, struct pp_sym_result *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->st.lookups++;
+	int r = pp_ksyms__resolve(&s->ksyms, addr, ret);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr,
+			       struct pp_sym_result *ret)
+{
+	if (!s || !ret || pid <= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->st.lookups++;
+	int r = pp_jitmaps__resolve(&s->jit, pid, addr, ret);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}

@@ -6,8 +6,22 @@
  * running. Threads that cannot be stopped (already traced, exited,
  * permission) are listed with the reason.
  *
- * Thread-safety: each call is self-contained (ptrace from the calling
- * thread only); calls for the same pid must not run concurrently.
+ * Thread-safety: each call is self-contained: its ptrace requests all come
+ * from one short-lived helper thread it creates and joins (a tracee is
+ * bound to the tracer *thread*; when a thread does not stop within
+ * max_pause_ms the helper exits, which makes the kernel detach it, and a new
+ * helper carries on with the remaining threads). Calls for different pids
+ * may run concurrently; calls for the same pid must not. No other thread of
+ * the caller's process may wait for arbitrary children with __WALL
+ * (waitpid(-1, ..., __WALL)) meanwhile: it could consume the stop reports.
+ *
+ * What the target sees: no SIGSTOP (PTRACE_SEIZE, no options), a stop of a
+ * few microseconds per thread, signals that arrive during the stop are
+ * re-delivered on detach, a process stopped by a job-control signal stays
+ * stopped. Syscalls are restarted as after any ptrace stop; the few that
+ * return EINTR after a stop even without a signal (epoll_wait, select,
+ * sigtimedwait, ... see signal(7)) may do so here too, as with gdb or
+ * eu-stack.
  */
 #ifndef PODPROF_THREADS_H
 #define PODPROF_THREADS_H
@@ -33,16 +47,36 @@ struct pp_thread_snap {
 	struct pp_regs regs;
 	uint8_t *stack;             /* owned; bytes from regs.r[PP_REG_SP] */
 	size_t stack_len;
+	int signal;                 /* signal found pending at the stop and re-delivered
+				     * on detach, 0 if none (extension) */
 };
 
 struct pp_threads_opts {
-	unsigned stack_bytes;
-	unsigned max_pause_ms;      /* give up on a thread that does not stop in time */
+	unsigned stack_bytes;       /* 0: no stack copy; capped at PP_THREADS_STACK_MAX */
+	unsigned max_pause_ms;      /* give up on a thread that does not stop in time;
+				     * 0: PP_THREADS_PAUSE_DEFAULT_MS, capped at 10000 */
 };
 
-/* Snapshot every thread of pid. Caller frees with pp_threads__free. */
+#define PP_THREADS_STACK_DEFAULT 32768      /* when opts is NULL */
+#define PP_THREADS_STACK_MAX (8u << 20)
+#define PP_THREADS_PAUSE_DEFAULT_MS 50
+
+/*
+ * Snapshot every thread of pid (any tid of the process works too), in
+ * /proc/PID/task order. opts may be NULL (defaults). Threads that exit
+ * during the call are left out; every other thread is listed, with
+ * captured=false plus error/reason when it could not be stopped:
+ * -EPERM ("already traced by pid N", no permission, kernel thread),
+ * -ETIMEDOUT (did not stop within max_pause_ms, e.g. in D state), -ESRCH
+ * (zombie). On return no thread is stopped or traced by us.
+ *
+ * Returns 0, -ESRCH (no such process, or it exited), -EDEADLK (pid is the
+ * caller's own process), -EINVAL, -ENOMEM, -E2BIG (too many threads) or
+ * another -errno. Caller frees *ret with pp_threads__free (n may be 0).
+ */
 int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts,
 			 struct pp_thread_snap **ret, size_t *ret_n);
+/* Frees the stacks and the array; NULL is fine. */
 void pp_threads__free(struct pp_thread_snap *snaps, size_t n);
 
 #endif

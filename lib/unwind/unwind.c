@@ -82,7 +82,7 @@ struct pp_unwinder {
 	/* Frame callback state. */
 	uint64_t *pcs;
 	size_t max, n;
-	bool hit_max, hit_zero, bogus, read_past_stack, unknown_pc, fp_used;
+	bool hit_max, hit_zero, bogus, read_past_stack, mem_failed, unknown_pc, fp_used;
 	bool last_act;           /* isactivation of the last frame stored */
 	bool last_regs_ok;
 	uint64_t last_bp, last_sp;
@@ -376,6 +376,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	}
 	if (read_file_word(u, addr, result))
 		return true;
+	u->mem_failed = true;
 	/* Above the copy, but close: the stack continues there (we copied too little). */
 	if (addr >= u->sp + u->stack_len && addr - u->sp < (64ull << 20))
 		u->read_past_stack = true;
@@ -638,8 +639,6 @@ static unsigned fp_walk(struct pp_unwinder *u, uint64_t bp, uint64_t floor)
 	while (u->n < u->max) {
 		uint64_t next_bp, ra;
 
-		if (bp == 0)
-			return PP_UNWIND_COMPLETE;
 		if (bp < floor || bp < u->sp)
 			return 0;
 		if (u->stack_len < 16 || bp - u->sp > u->stack_len - 16)
@@ -671,7 +670,7 @@ static unsigned unwind_once(struct pp_unwinder *u)
 	unsigned flags = 0;
 
 	u->n = 0;
-	u->hit_max = u->hit_zero = u->bogus = u->read_past_stack = false;
+	u->hit_max = u->hit_zero = u->bogus = u->read_past_stack = u->mem_failed = false;
 	u->unknown_pc = u->fp_used = u->last_regs_ok = false;
 	u->last_act = true;
 
@@ -680,10 +679,12 @@ static unsigned unwind_once(struct pp_unwinder *u)
 					       frame_cb, u);
 		if (u->hit_max)
 			flags |= PP_UNWIND_TRUNCATED;
-		else if (u->hit_zero || rc == 0)
-			flags |= PP_UNWIND_COMPLETE;
 		else if (u->read_past_stack)
 			flags |= PP_UNWIND_TRUNCATED;
+		else if (u->hit_zero || (rc == 0 && !u->mem_failed))
+			/* libdw ends "normally" when the RA is undefined, which is also what a
+			 * failed read of a saved RA looks like: only trust it without one. */
+			flags |= PP_UNWIND_COMPLETE;
 		else if (!u->bogus && u->n > 0 && u->last_regs_ok &&
 			 u->last_bp >= u->last_sp) {
 			/* libdw gave up (no CFI, no usable rule): frame pointers from here. */

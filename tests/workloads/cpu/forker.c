@@ -18,18 +18,19 @@
 
 static volatile uint64_t sink;
 
-#define BURN_FN(name)                                        \
+/* Distinct constants, so the compiler cannot fold them into one function. */
+#define BURN_FN(name, k)                                     \
 	__attribute__((noinline)) static void name(void)    \
 	{                                                    \
-		uint64_t x = (uint64_t)(uintptr_t)&x;        \
-		SPIN_KERNEL(x, 100000ul);                    \
+		uint64_t x = (uint64_t)(uintptr_t)&x ^ (k);  \
+		SPIN_KERNEL(x, 100000ul + (k));              \
 		sink = x;                                    \
 	}
 
-BURN_FN(parent_burn)
-BURN_FN(late_thread_burn)
-BURN_FN(child_burn)
-BURN_FN(child_thread_burn)
+BURN_FN(parent_burn, 1)
+BURN_FN(late_thread_burn, 2)
+BURN_FN(child_burn, 3)
+BURN_FN(child_thread_burn, 4)
 
 static uint64_t now_ms(void)
 {

@@ -42,6 +42,10 @@ __attribute__((noinline)) static uint64_t big_frame(uint64_t x)
 {
 	volatile char big[16384];
 
+	/* Use the whole array, as real code would: the kernel copies only
+	 * stack pages that are present. */
+	for (size_t i = 0; i < sizeof(big); i += 512)
+		big[i] = (char)i;
 	big[0] = (char)x;
 	big[sizeof(big) - 1] = (char)(x >> 8);
 	x = hot_b(x + (uint64_t)big[0]);

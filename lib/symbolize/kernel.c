@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kernel symbols (/proc/kallsyms) and JIT symbols (/tmp/perf-PID.map).
+ * Called with the symbolizer's lock held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sym-internal.h"
+#include "util/util.h"
+
+#define KALLSYMS_MAX_BYTES ((size_t)256 << 20)
+#define KALLSYMS_RETRY_NS (10ull * 1000000000ull)
+#define KSYM_LAST_SPAN 0x100000ull /* the last symbol covers at most 1 MiB */
+
+#define JIT_MAX_BYTES ((size_t)64 << 20)
+#define JIT_MAX_ENTRIES 2000000u
+#define JIT_MAX_MAPS 32u
+#define JIT_STAT_NS (1000000000ull) /* re-stat a perf map at most once a second */
+
+struct ksym {
+	uint64_t addr;
+	uint32_t name; /* offset in names */
+};
+
+struct pp_ksyms {
+	struct ksym *v;
+	size_t n;
+	char *names;
+	size_t names_len;
+	uint64_t failed_at; /* last failed load (no privilege), 0 when loaded */
+};
+
+static int ksym_cmp(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static bool is_text_type(char t)
+{
+	return t == 't' || t == 'T' || t == 'w' || t == 'W';
+}
+
+/* Parses kallsyms text into k. -ENOENT when every address is zero (no privilege). */
+static int ksyms_parse(struct pp_ksyms *k, const char *buf, size_t len)
+{
+	struct pp_buf names = { .max = KALLSYMS_MAX_BYTES };
+	struct ksym *v = NULL;
+	size_t n = 0, cap = 0;
+	bool nonzero = false;
+	const char *p = buf, *end = buf + len;
+	int r = 0;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		char line[512];
+		size_t ll = (size_t)(le - p);
+		p = nl ? nl + 1 : end;
+		if (ll == 0 || ll >= sizeof(line))
+			continue;
+		memcpy(line, p - ll - (nl ? 1 : 0), ll);
+		line[ll] = '\0';
+
+		char *sp = strchr(line, ' ');
+		if (!sp || sp[1] == '\0' || sp[2] != ' ')
+			continue;
+		*sp = '\0';
+		char type = sp[1];
+		char *name = sp + 3, *mod = strchr(name, '\t');
+		if (mod)
+			*mod++ = '\0';
+		uint64_t addr;
+		if (pp_parse_u64(line, 16, 0, UINT64_MAX, &addr) < 0)
+			continue;
+		if (addr)
+			nonzero = true;
+		if (!is_text_type(type) || !*name || !addr)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 65536;
+			struct ksym *nv = reallocarray(v, nc, sizeof(*v));
+			if (!nv) {
+				r = -ENOMEM;
+				goto out;
+			}
+			v = nv;
+			cap = nc;
+		}
+		size_t off = names.len;
+		if (names.len > UINT32_MAX - 1024) {
+			r = -E2BIG;
+			goto out;
+		}
+		/* modules: "name [mod]" (kallsyms prints the module as "[mod]") */
+		if (mod && *mod)
+			r = pp_buf_printf(&names, "%s %s", name, mod);
+		else
+			r = pp_buf_puts(&names, name);
+		if (r == 0)
+			r = pp_buf_append(&names, "", 1);
+		if (r < 0)
+			goto out;
+		v[n].addr = addr;
+		v[n].name = (uint32_t)off;
+		n++;
+	}
+	if (!nonzero || n == 0) {
+		r = -ENOENT;
+		goto out;
+	}
+	qsort(v, n, sizeof(*v), ksym_cmp);
+	free(k->v);
+	free(k->names);
+	k->v = v;
+	k->n = n;
+	k->names_len = names.len;
+	k->names = pp_buf_steal(&names, NULL);
+	return 0;
+out:
+	free(v);
+	pp_buf_free(&names);
+	return r;
+}
+
+void pp_ksyms__free(struct pp_ksyms *k)
+{
+	if (!k)
+		return;
+	free(k->v);
+	free(k->names);
+	free(k);
+}
+
+uint64_t pp_ksyms__bytes(const struct pp_ksyms *k)
+{
+	return k ? k->n * sizeof(struct ksym) + k->names_len : 0;
+}
+
+int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_ksyms *k = *kp;
+	if (!k) {
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		*kp = k;
+	}
+	if (k->n == 0) {
+		uint64_t now = pp_now_mono_ns();
+		if (k->failed_at && now - k->failed_at < KALLSYMS_RETRY_NS)
+			return -ENOENT;
+		_cleanup_free_ char *buf = NULL;
+		size_t len;
+		int r = pp_read_file("/proc/kallsyms", KALLSYMS_MAX_BYTES, &buf, &len);
+		if (r == 0)
+			r = ksyms_parse(k, buf, len);
+		if (r < 0) {
+			k->failed_at = now ? now : 1;
+			pp_dbg("symbolize: /proc/kallsyms unusable: %s", strerror(-r));
+			return -ENOENT;
+		}
+		k->failed_at = 0;
+	}
+	/* last symbol with addr <= target */
+	size_t lo = 0, hi = k->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (k->v[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -ENOENT;
+	const struct ksym *s = &k->v[lo - 1];
+	uint64_t end = lo < k->n ? k->v[lo].addr : s->addr + KSYM_LAST_SPAN;
+	if (addr >= end)
+		return -ENOENT;
+	return pp_sym__result_one(ret, k->names + s->name, true);
+}
+
+/* ---- perf maps ---- */
+
+struct jsym {
+	uint64_t start, size;
+	uint32_t name;
+	uint32_t seq; /* line number: a later line wins over an earlier overlapping one */
+};
+
+struct jitmap {
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	uint64_t checked_at;
+	bool present;
+	struct jsym *v;
+	size_t n;
+	char *names;
+	size_t names_len;
+	uint64_t used; /* LRU clock */
+};
+
+struct pp_jitmaps {
+	struct jitmap m[JIT_MAX_MAPS];
+	size_t n;
+	uint64_t clock;
+};
+
+static void jitmap_clear(struct jitmap *m)
+{
+	free(m->v);
+	free(m->names);
+	memset(m, 0, sizeof(*m));
+}
+
+void pp_jitmaps__free(struct pp_jitmaps *j)
+{
+	if (!j)
+		return;
+	for (size_t i = 0; i < j->n; i++)
+		jitmap_clear(&j->m[i]);
+	free(j);
+}
+
+uint64_t pp_jitmaps__bytes(const struct pp_jitmaps *j)
+{
+	uint64_t b = 0;
+	if (!j)
+		return 0;
+	for (size_t i = 0; i < j->n; i++)
+		b += j->m[i].n * sizeof(struct jsym) + j->m[i].names_len;
+	return b;
+}
+
+static int jsym_cmp(const void *a, const void *b)
+{
+	const struct jsym *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* "START SIZE name" lines, hex numbers with or without 0x. Bad lines are skipped. */
+static int jit_parse(struct jitmap *m, const char *buf, size_t len)
+{
+	struct pp_buf names = { .max = JIT_MAX_BYTES };
+	struct jsym *v = NULL;
+	size_t n = 0, cap = 0;
+	const char *p = buf, *end = buf + len;
+	uint32_t seq = 0;
+
+	while (p < end && n < JIT_MAX_ENTRIES) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		const char *l = p;
+		p = nl ? nl + 1 : end;
+		seq++;
+		char num[2][24];
+		const char *q = l;
+		bool ok = true;
+		for (int f = 0; f < 2 && ok; f++) {
+			const char *s0 = q;
+			while (q < le && *q != ' ')
+				q++;
+			size_t nl2 = (size_t)(q - s0);
+			if (nl2 == 0 || nl2 >= sizeof(num[f]) || q >= le) {
+				ok = false;
+				break;
+			}
+			memcpy(num[f], s0, nl2);
+			num[f][nl2] = '\0';
+			q++;
+		}
+		if (!ok)
+			continue;
+		uint64_t start, size;
+		const char *a = num[0], *b = num[1];
+		if (!strncmp(a, "0x", 2))
+			a += 2;
+		if (!strncmp(b, "0x", 2))
+			b += 2;
+		if (pp_parse_u64(a, 16, 0, UINT64_MAX, &start) < 0 ||
+		    pp_parse_u64(b, 16, 1, UINT64_MAX - start, &size) < 0)
+			continue;
+		size_t namelen = (size_t)(le - q);
+		if (namelen > 0 && q[namelen - 1] == '\r')
+			namelen--;
+		if (namelen == 0 || names.len > UINT32_MAX - namelen - 1)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct jsym *nv = reallocarray(v, nc, sizeof(*v));
+			if (!nv)
+				goto nomem;
+			v = nv;
+			cap = nc;
+		}
+		size_t off = names.len;
+		if (pp_buf_append(&names, q, namelen) < 0 || pp_buf_append(&names, "", 1) < 0)
+			break; /* name space exhausted: keep what we have */
+		v[n++] = (struct jsym){ .start = start, .size = size, .name = (uint32_t)off,
+					.seq = seq };
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), jsym_cmp);
+	free(m->v);
+	free(m->names);
+	m->v = v;
+	m->n = n;
+	m->names_len = names.len;
+	m->names = n ? pp_buf_steal(&names, NULL) : NULL;
+	pp_buf_free(&names);
+	return 0;
+nomem:
+	free(v);
+	pp_buf_free(&names);
+	return -ENOMEM;
+}
+
+/* The pid the target sees itself as (last NSpid field), or pid. */
+static pid_t ns_pid(pid_t pid)
+{
+	char path[64];
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (pp_read_file(path, 1 << 20, &buf, &len) < 0)
+		return pid;
+	const char *l = strstr(buf, "\nNSpid:");
+	if (!l)
+		return pid;
+	l += 7;
+	const char *e = strchr(l, '\n');
+	size_t ll = e ? (size_t)(e - l) : strlen(l);
+	const char *last = NULL;
+	for (size_t i = 0; i < ll; i++)
+		if ((l[i] == '\t' || l[i] == ' ') && i + 1 < ll && l[i + 1] != '\t' && l[i + 1] != ' ')
+			last = l + i + 1;
+	if (!last)
+		return pid;
+	char num[24];
+	size_t nl = (size_t)(l + ll - last);
+	if (nl >= sizeof(num))
+		return pid;
+	memcpy(num, last, nl);
+	num[nl] = '\0';
+	uint64_t v;
+	if (pp_parse_u64(num, 10, 1, INT32_MAX, &v) < 0)
+		return pid;
+	return (pid_t)v;
+}
+
+static int jit_refresh(struct jitmap *m, pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)ns_pid(pid));
+	_cleanup_close_ int fd = pp_sym__open_in_root(pid, path);
+	if (fd < 0) {
+		free(m->v);
+		free(m->names);
+		m->v = NULL;
+		m->names = NULL;
+		m->n = m->names_len = 0;
+		m->present = false;
+		return fd;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (m->present && st.st_dev == m->dev && st.st_ino == m->ino && st.st_size == m->size &&
+	    st.st_mtim.tv_sec == m->mtime.tv_sec && st.st_mtim.tv_nsec == m->mtime.tv_nsec)
+		return 0;
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	int r = pp_read_fd(fd, JIT_MAX_BYTES, &buf, &len);
+	if (r == -EFBIG)
+		return r;
+	if (r < 0)
+		return r;
+	r = jit_parse(m, buf, len);
+	if (r < 0)
+		return r;
+	m->present = true;
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	m->size = st.st_size;
+	m->mtime = st.st_mtim;
+	return 0;
+}
+
+static const struct jsym *jit_lookup(const struct jitmap *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->v[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* The covering entry from the latest line wins; look back a bounded distance. */
+	const struct jsym *best = NULL;
+	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
+		const struct jsym *s = &m->v[i - 1];
+		if (addr - s->start < s->size && (!best || s->seq > best->seq))
+			best = s;
+	}
+	return best;
+}
+
+int pp_jitmaps__resolve(struct pp_jitmaps **jp, pid_t pid, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_jitmaps *j = *jp;
+	if (!j) {
+		j = calloc(1, sizeof(*j));
+		if (!j)
+			return -ENOMEM;
+		*jp = j;
+	}
+	struct jitmap *m = NULL;
+	for (size_t i = 0; i < j->n; i++)
+		if (j->m[i].pid == pid)
+			m = &j->m[i];
+	if (!m) {
+		if (j->n < JIT_MAX_MAPS) {
+			m = &j->m[j->n++];
+		} else {
+			m = &j->m[0];
+			for (size_t i = 1; i < j->n; i++)
+				if (j->m[i].used < m->used)
+					m = &j->m[i];
+			jitmap_clear(m);
+		}
+		m->pid = pid;
+	}
+	m->used = ++j->clock;
+	uint64_t now = pp_now_mono_ns();
+	bool refreshed = false;
+	if (!m->checked_at || now - m->checked_at >= JIT_STAT_NS || !m->present) {
+		int r = jit_refresh(m, pid);
+		m->checked_at = now;
+		refreshed = true;
+		if (r < 0)
+			pp_dbg("symbolize: perf map of pid %d: %s", (int)pid, strerror(-r));
+	}
+	const struct jsym *best = jit_lookup(m, addr);
+	if (!best && !refreshed) {
+		/* new JIT code is usually what a miss means: check the file once more */
+		if (jit_refresh(m, pid) == 0)
+			best = jit_lookup(m, addr);
+		m->checked_at = now;
+	}
+	if (!best)
+		return -ENOENT;
+	return pp_sym__result_one(ret, m->names + best->name, true);
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A simulated pod, as Kubernetes builds one with shareProcessNamespace:
+the application runs in its own PID and mount namespace, chrooted into a
+root filesystem where libc lives at another path than on the host
+(/opt/podlibs), and podprof runs in the same PID namespace but its own
+mount namespace with only CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE. podprof
+must serve CPU and heap profiles of the application with function names
+read from the application's own files."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import Podprof, Skip, check, frames, leaf_function, run
+
+DEMO = os.environ.get("WL_DEMO")
+PODPROF = os.environ.get("PODPROF")
+
+
+def make_rootfs():
+    root = tempfile.mkdtemp(prefix="podprof-pod-")
+    os.makedirs(os.path.join(root, "app"))
+    os.makedirs(os.path.join(root, "opt/podlibs"))
+    os.makedirs(os.path.join(root, "lib64"))
+    os.makedirs(os.path.join(root, "tmp"))
+    shutil.copy(DEMO, os.path.join(root, "app/demo"))
+    out = subprocess.run(["ldd", DEMO], stdout=subprocess.PIPE, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if "=>" in parts and len(parts) >= 3 and parts[2].startswith("/"):
+            shutil.copy(os.path.realpath(parts[2]), os.path.join(root, "opt/podlibs", parts[0]))
+        elif parts and parts[0].startswith("/") and "ld-linux" in parts[0]:
+            shutil.copy(os.path.realpath(parts[0]), os.path.join(root, "lib64", os.path.basename(parts[0])))
+    return root
+
+
+def test_simulated_pod():
+    if not shutil.which("unshare") or not shutil.which("setpriv"):
+        raise Skip("util-linux unshare/setpriv missing")
+    root = make_rootfs()
+    # pid 1 of the pod is a shell that starts the app in its own mount
+    # namespace (chroot), then becomes podprof in another mount namespace
+    # with three capabilities.
+    script = (
+        'LD_LIBRARY_PATH=/opt/podlibs unshare --mount chroot "$1" /app/demo >/dev/null 2>&1 &\n'
+        'sleep 0.5\n'
+        'exec unshare --mount setpriv --bounding-set=-all,+bpf,+perfmon,+sys_ptrace '
+        '--inh-caps=-all "$2" --listen 127.0.0.1:0 --set cpu.frequency_hz=199 '
+        '--set heap.sample_rate=65536 --set discovery.interval_ms=300\n')
+    pp = Podprof.__new__(Podprof)
+    # Start through the harness machinery but with our own argv.
+    import threading, re
+    pp.argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c", script, "pod",
+               root, PODPROF]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PODPROF_")}
+    pp.p = subprocess.Popen(pp.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=e)
+    from harness import _children
+    _children.append(pp)
+    pp.lines, pp.ports = [], []
+    pp._cv = threading.Condition()
+    pp._t = threading.Thread(target=pp._reader, daemon=True)
+    pp._t.start()
+    try:
+        pp.wait_log(r"\(port (\d+)\)", timeout=30)
+        pp.port = pp.ports[0]
+        pp.wait_log(r"target: pid \d+ \(demo\)", timeout=20)
+        log = pp.log_text()
+        check("CAP_BPF missing" not in log and "CAP_PERFMON missing" not in log,
+              "capabilities not seen:\n" + log)
+        check("CAP_CHECKPOINT_RESTORE absent" in log, "expected the /proc/PID/root fallback:\n" + log)
+        time.sleep(3)
+        cpu = pp.profile("/debug/pprof/profile?seconds=3", timeout=40)
+        names = set()
+        for s in cpu["samples"]:
+            names.update(frames(cpu, s))
+        check({"parse_request", "compress_response", "worker"} <= names,
+              "CPU names from the pod's files missing: %s" % sorted(n for n in names if isinstance(n, str))[:40])
+        files = {m["file"] for m in cpu["mappings"]}
+        check("/app/demo" in files, "main executable mapping %s" % files)
+        check(any(f.startswith("/opt/podlibs/libc") for f in files), "libc mapping %s" % files)
+        heap = pp.profile("/debug/pprof/heap")
+        idx = [t for t, _ in heap["sample_types"]].index("inuse_space")
+        inuse = {}
+        for s in heap["samples"]:
+            for fn in frames(heap, s):
+                inuse[fn] = inuse.get(fn, 0) + s["values"][idx]
+        check(inuse.get("cache_insert", 0) > 0, "no live heap attributed to cache_insert: %s" %
+              {k: v for k, v in inuse.items() if isinstance(k, str) and v}.keys())
+    finally:
+        pp.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run([test_simulated_pod])

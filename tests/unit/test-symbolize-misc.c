@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Symbolizer pieces that need no child process: demangling, /proc/kallsyms,
+ * perf maps, and corrupted ELF files mapped into this process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "symbolize/symbolize.h"
+#include "util/util.h"
+
+static void test_demangle(void **state)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: not demangled */
+	} cases[] = {
+		{ "_ZN5ppfix5inner3BoxIlE5twiceEl", "ppfix::inner::Box<long>::twice(long)" },
+		{ "_Z3addIiET_S0_S0_", "int add<int>(int, int)" },
+		{ "_ZNSt6vectorIiSaIiEE9push_backERKi", NULL /* checked by prefix below */ },
+		{ "_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write" },
+		{ "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h1a2b3c4d5e6f7a8bE",
+		  "std::rt::lang_start::{{closure}}" },
+		{ "_ZN60_$LT$alloc..string..String$u20$as$u20$core..fmt..Display$GT$3fmt17h11aa22bb33cc44ddE",
+		  "<alloc::string::String as core::fmt::Display>::fmt" },
+		{ "_ZN4core3ptr13drop_in_place17h0123456789abcdeE", NULL }, /* 15-digit hash: not Rust */
+		{ "_RNvCs1234_7mycrate4main", NULL },
+		{ "_R", NULL },
+		{ "main", NULL },
+		{ "", NULL },
+		{ "_Z", NULL },
+		{ "_ZN", NULL },
+		{ "_ZN99999999999999999999E", NULL },
+		{ "_ZN3foo17h0123456789abcdefE", "foo" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *d = pp_demangle(cases[i].in);
+		if (i == 2) {
+			assert_non_null(d);
+			assert_string_equal(d, "std::vector<int, std::allocator<int> >::push_back(int const&)");
+		} else if (cases[i].out) {
+			if (!d)
+				fail_msg("%s not demangled", cases[i].in);
+			assert_string_equal(d, cases[i].out);
+		} else if (d) {
+			/* "_ZN...drop_in_place17h...E" with a short hash is valid C++ too */
+			assert_true(strncmp(cases[i].in, "_ZN4core", 8) == 0);
+		}
+		free(d);
+	}
+	assert_null(pp_demangle(NULL));
+	/* very long and deeply nested input does not crash */
+	char *big = malloc(20000);
+	assert_non_null(big);
+	strcpy(big, "_Z");
+	for (int i = 2; i < 19990; i += 2)
+		memcpy(big + i, "PP", 2);
+	big[19990] = 'i';
+	big[19991] = '\0';
+	free(pp_demangle(big));
+	memcpy(big, "_Z1f", 4);
+	for (int i = 4; i < 3000; i++)
+		big[i] = 'P';
+	strcpy(big + 3000, "v");
+	free(pp_demangle(big));
+	free(big);
+}
+
+struct kent {
+	uint64_t addr;
+	char name[300];
+};
+
+static int kent_cmp(const void *a, const void *b)
+{
+	const struct kent *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void test_kallsyms(void **state)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	assert_non_null(f);
+	size_t n = 0, cap = 1 << 18;
+	struct kent *v = malloc(cap * sizeof(*v));
+	assert_non_null(v);
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a;
+		char type, name[256];
+		if (sscanf(line, "%llx %c %255s", &a, &type, name) != 3 || !a)
+			continue;
+		if (!strchr("tTwW", type))
+			continue;
+		if (n == cap) {
+			cap *= 2;
+			v = realloc(v, cap * sizeof(*v));
+			assert_non_null(v);
+		}
+		v[n].addr = a;
+		snprintf(v[n].name, sizeof(v[n].name), "%s%s", name, strchr(line, '\t') ? "\t" : "");
+		n++;
+	}
+	fclose(f);
+	if (n == 0) {
+		print_message("kallsyms has no addresses (no privilege): skipped\n");
+		skip();
+	}
+	qsort(v, n, sizeof(*v), kent_cmp);
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	size_t checked = 0;
+	/* a spread of core-kernel symbols with a unique address */
+	for (size_t i = 1; i + 1 < n && checked < 50; i += n / 60 + 1) {
+		if (v[i].addr == v[i - 1].addr || v[i].addr == v[i + 1].addr ||
+		    strchr(v[i].name, '\t'))
+			continue;
+		struct pp_sym_result res;
+		uint64_t a = v[i].addr + (v[i + 1].addr - v[i].addr) / 2;
+		assert_int_equal(pp_symbolizer__resolve_kernel(s, a, &res), 0);
+		assert_int_equal(res.n, 1);
+		assert_string_equal(res.frames[0].function, v[i].name);
+		assert_true(res.has_function);
+		pp_sym_result__free(&res);
+		checked++;
+	}
+	assert_true(checked >= 10);
+	struct pp_sym_result res;
+	assert_int_equal(pp_symbolizer__resolve_kernel(s, v[0].addr - 1, &res), -ENOENT);
+	struct pp_symbolizer_stats st;
+	pp_symbolizer__stats(s, &st);
+	assert_true(st.cache_bytes > n * 8);
+	pp_symbolizer__free(s);
+	free(v);
+}
+
+static void write_file(const char *path, const char *text, const char *mode)
+{
+	FILE *f = fopen(path, mode);
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void expect_jit(struct pp_symbolizer *s, uint64_t addr, const char *name)
+{
+	struct pp_sym_result res;
+	int r = pp_symbolizer__resolve_jit(s, getpid(), addr, &res);
+	if (!name) {
+		assert_int_equal(r, -ENOENT);
+		return;
+	}
+	if (r != 0)
+		fail_msg("0x%" PRIx64 ": %d, want %s", addr, r, name);
+	assert_string_equal(res.frames[0].function, name);
+	pp_sym_result__free(&res);
+}
+
+static void test_perf_map(void **state)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	unlink(path);
+	expect_jit(s, 0x1000, NULL); /* no file */
+	write_file(path,
+		   "1000 100 jit_one\n"
+		   "0x2000 0x80 Interpreter::run(int) [jitted]\n"
+		   "garbage line\n"
+		   "zz 10 bad_start\n"
+		   "4000 0 zero_size\n"
+		   "5000 10\n"
+		   "7f0000000000 20 _ZN3foo17h0123456789abcdefE\n",
+		   "w");
+	expect_jit(s, 0x1000, "jit_one");
+	expect_jit(s, 0x10ff, "jit_one");
+	expect_jit(s, 0x1100, NULL);
+	expect_jit(s, 0x2040, "Interpreter::run(int) [jitted]");
+	expect_jit(s, 0x4000, NULL);
+	expect_jit(s, 0x5005, NULL);
+	expect_jit(s, 0x7f0000000010, "foo"); /* demangled */
+	expect_jit(s, 0xfff, NULL);
+	/* new code appended: a miss re-reads the file; a later overlapping line wins */
+	write_file(path, "3000 10 jit_three\n1000 10 jit_new\n", "a");
+	expect_jit(s, 0x3005, "jit_three");
+	expect_jit(s, 0x1005, "jit_new");
+	expect_jit(s, 0x1050, "jit_one");
+	/* rewritten entirely (different size) */
+	write_file(path, "1000 100 jit_replaced\n", "w");
+	expect_jit(s, 0x6000, NULL); /* the miss reloads */
+	expect_jit(s, 0x1050, "jit_replaced");
+	unlink(path);
+	pp_symbolizer__free(s);
+}
+
+/* Maps path into this process and resolves a few addresses in it. */
+static void resolve_mapped(const char *path, size_t len, size_t off, bool expect_named)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
+	assert_true(p != MAP_FAILED);
+	close(fd);
+	struct pp_maps maps;
+	assert_int_equal(pp_maps__read(getpid(), &maps), 0);
+	const struct pp_map *m = pp_maps__find(&maps, (uint64_t)(uintptr_t)p);
+	assert_non_null(m);
+	assert_non_null(m->path);
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	for (size_t k = 0; k < 16; k++) {
+		uint64_t a = (uint64_t)(uintptr_t)p + k * (len / 16) + 0x11;
+		struct pp_sym_result res;
+		assert_int_equal(pp_symbolizer__resolve(s, getpid(), m, NULL, 0, a, &res), 0);
+		assert_true(res.n >= 1);
+		assert_non_null(res.frames[0].function);
+		assert_non_null(res.frames[0].system_name);
+		if (!expect_named) {
+			char want[256];
+			snprintf(want, sizeof(want), "%s+0x%" PRIx64, strrchr(path, '/') + 1,
+				 a - m->start + m->offset);
+			assert_false(res.has_function);
+			assert_string_equal(res.frames[0].function, want);
+		}
+		pp_sym_result__free(&res);
+	}
+	pp_symbolizer__free(s);
+	pp_maps__free(&maps);
+	munmap(p, len);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void test_corrupt_elf(void **state)
+{
+	char dir[] = "/tmp/pp-symc-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[256];
+	_cleanup_free_ char *orig = NULL;
+	size_t olen;
+	assert_int_equal(pp_read_file(SYM_FIX_PIE, 64 << 20, &orig, &olen), 0);
+	assert_true(olen > 16384);
+	char *buf = malloc(olen);
+	assert_non_null(buf);
+
+	/* pure garbage */
+	for (size_t i = 0; i < olen; i++)
+		buf[i] = (char)rng();
+	snprintf(path, sizeof(path), "%s/garbage.so", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_int_equal(write(fd, buf, olen), (ssize_t)olen);
+	close(fd);
+	resolve_mapped(path, 8192, 0, false);
+
+	/* garbage with an ELF magic */
+	memcpy(buf, orig, 64);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_int_equal(write(fd, buf, olen), (ssize_t)olen);
+	close(fd);
+	resolve_mapped(path, 8192, 0, false);
+
+	/* truncated copies */
+	static const size_t cuts[] = { 0x40, 0x200, 0x1000, 0x1800, 0x3000 };
+	for (size_t i = 0; i < ARRAY_SIZE(cuts); i++) {
+		snprintf(path, sizeof(path), "%s/trunc%zu.so", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		assert_int_equal(write(fd, orig, cuts[i]), (ssize_t)cuts[i]);
+		close(fd);
+		resolve_mapped(path, 4096, 0, false);
+	}
+
+	/* random bytes flipped after the loaded part (symbols, DWARF, section headers) */
+	for (int round = 0; round < 40; round++) {
+		memcpy(buf, orig, olen);
+		int nflip = round < 20 ? 8 : 200;
+		for (int k = 0; k < nflip; k++) {
+			size_t at = 0x3000 + rng() % (olen - 0x3000);
+			buf[at] = (char)rng();
+		}
+		snprintf(path, sizeof(path), "%s/flip%d.so", dir, round);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		assert_int_equal(write(fd, buf, olen), (ssize_t)olen);
+		close(fd);
+		resolve_mapped(path, 8192, 0, true);
+		unlink(path);
+	}
+	/* section header table pointing outside the file */
+	memcpy(buf, orig, olen);
+	uint64_t shoff = UINT64_MAX - 100;
+	memcpy(buf + 0x28, &shoff, 8);
+	snprintf(path, sizeof(path), "%s/shoff.so", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_int_equal(write(fd, buf, olen), (ssize_t)olen);
+	close(fd);
+	resolve_mapped(path, 8192, 0, false);
+
+	free(buf);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Anonymous memory and bad arguments. */
+static void test_anon(void **state)
+{
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	struct pp_map m = { .start = 0x1000, .end = 0x2000 };
+	struct pp_sym_result res;
+	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &m, NULL, 0, 0x1800, &res), -ENOENT);
+	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &m, NULL, 0, 0x2000, &res), -EINVAL);
+	/* a path that cannot be opened: fallback name, 0 */
+	struct pp_map g = { .start = 0x1000, .end = 0x2000, .offset = 0x3000, .inode = 12345,
+			    .path = (char *)"/nonexistent/libgone.so.1" };
+	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &g, NULL, 0, 0x1010, &res), 0);
+	assert_string_equal(res.frames[0].function, "libgone.so.1+0x3010");
+	assert_false(res.has_function);
+	pp_sym_result__free(&res);
+	struct pp_symbolizer_stats st;
+	pp_symbolizer__stats(s, &st);
+	assert_int_equal(st.files_failed, 1);
+	pp_sym_result__free(NULL);
+	pp_symbolizer__free(s);
+	pp_symbolizer__free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_demangle),   cmocka_unit_test(test_kallsyms),
+		cmocka_unit_test(test_perf_map),   cmocka_unit_test(test_corrupt_elf),
+		cmocka_unit_test(test_anon),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
