@@ -141,7 +141,8 @@ static __always_inline void fill_ids(struct heap_event_hdr *h)
 	}
 }
 
-static __always_inline void on_free(__u32 slot, __u64 addr)
+/* tag = slot | generation << 24: what events carry (see heap.h). */
+static __always_inline void on_free(__u32 slot, __u32 tag, __u64 addr)
 {
 	struct heap_live_key k = { .slot = slot, .addr = addr };
 	struct heap_live_val *v = bpf_map_lookup_elem(&live, &k);
@@ -159,7 +160,7 @@ static __always_inline void on_free(__u32 slot, __u64 addr)
 		return;
 	}
 	e->type = HEAP_EV_FREE;
-	e->slot = slot;
+	e->slot = tag;
 	fill_ids(e);
 	e->addr = addr;
 	e->size = size;
@@ -167,14 +168,16 @@ static __always_inline void on_free(__u32 slot, __u64 addr)
 	bpf_ringbuf_submit(e, rb_flags());
 }
 
-static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u64 addr, __u64 size)
+static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag, __u64 addr,
+				     __u64 size)
 {
 	struct heap_live_key k = { .slot = slot, .addr = addr };
 	struct heap_live_val v = { .size = size, .time_ns = bpf_ktime_get_ns() };
 	struct heap_proc_counters *pc;
 	struct heap_alloc_event *e;
 	struct scratch *s;
-	__u32 zero = 0, off = 0, max;
+	__u32 zero = 0;
+	__u64 off = 0, max;
 	__u64 sp = ctx->rsp;
 	int i;
 
@@ -189,7 +192,7 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u64 addr
 		goto drop;
 	e = &s->ev;
 	e->hdr.type = HEAP_EV_ALLOC;
-	e->hdr.slot = slot;
+	e->hdr.slot = tag;
 	fill_ids(&e->hdr);
 	e->hdr.addr = addr;
 	e->hdr.size = size;
@@ -219,16 +222,19 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u64 addr
 	if (max > HEAP_MAX_STACK)
 		max = HEAP_MAX_STACK;
 	for (i = 0; i < HEAP_MAX_STACK / 4096 + 1; i++) {
-		__u32 len;
+		__u64 len;
 
 		if (off >= max)
 			break;
 		len = 4096 - ((sp + off) & 4095);
 		if (len > max - off)
 			len = max - off;
-		off &= HEAP_MAX_STACK - 1;
-		len &= 8191;
+		/* Keep both bounds visible to the verifier as 64-bit values. */
+		asm volatile("" : "+r"(len));
 		if (len > 4096 || len == 0)
+			break;
+		asm volatile("" : "+r"(off));
+		if (off >= HEAP_MAX_STACK)
 			break;
 		if (bpf_probe_read_user(&e->stack[off], len, (void *)(sp + off)))
 			break;
@@ -333,7 +339,7 @@ static __always_inline int on_entry(struct pt_regs *ctx)
 	if (old) {
 		if (pc)
 			pc->frees++;
-		on_free(slot, old);
+		on_free(slot, slot | ((cookie >> 32) & 0xff) << 24, old);
 	}
 	if (fn == HEAP_FN_FREE)
 		return 1;
@@ -387,7 +393,7 @@ static __always_inline void on_return(struct pt_regs *ctx)
 	}
 	if (!addr)
 		return;
-	on_alloc(ctx, slot, addr, st->pend_size);
+	on_alloc(ctx, slot, slot | ((cookie >> 32) & 0xff) << 24, addr, st->pend_size);
 }
 
 /* Uprobe session (kernel >= 6.13): one program for entry and return; the

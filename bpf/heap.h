@@ -5,8 +5,10 @@
  *
  * Attach cookie (both the uprobe session and the classic uprobes): bits
  * 0..7 = HEAP_FN_*, bits 8..31 = the process slot (index into counters,
- * part of the live-table key). The slot, not a pid, names a process in BPF
- * so no namespace translation is needed on the hot path.
+ * part of the live-table key), bits 32..39 = the slot's generation. The
+ * slot, not a pid, names a process in BPF so no namespace translation is
+ * needed on the hot path. Events carry slot | generation << 24 so user
+ * space can drop events of a slot detached since.
  */
 #ifndef PODPROF_BPF_HEAP_H
 #define PODPROF_BPF_HEAP_H
@@ -82,7 +84,7 @@ _Static_assert(sizeof(struct heap_live_val) == 24, "heap_live_val layout");
 /* Common head of every ring buffer record; a FREE record is only this. */
 struct heap_event_hdr {
 	hp_u32 type;              /* HEAP_EV_* */
-	hp_u32 slot;
+	hp_u32 slot;              /* slot | generation << 24 */
 	hp_u32 pid, tid;          /* podprof's PID namespace when translatable, else global */
 	hp_u64 addr;
 	hp_u64 size;

@@ -7,12 +7,18 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <bpf/libbpf.h>
 
 #include "agent/agent.h"
 #include "config/config.h"
@@ -32,6 +38,7 @@ static void usage(FILE *f)
 		"          [--log-level error|warn|info|debug] [--log-format text|json]\n"
 		"  podprof record --pid PID [--seconds N] [-o FILE] [--config FILE] [--set KEY=VALUE]...\n"
 		"  podprof check-config FILE\n"
+		"  podprof healthcheck [ADDR]   (GET /healthz; exit 0 if healthy; for exec probes)\n"
 		"  podprof --help | --version\n"
 		"\n"
 		"Serves Go-compatible /debug/pprof endpoints (profile, heap, allocs, goroutine,\n"
@@ -50,6 +57,19 @@ static void usage(FILE *f)
 		"  -V, --version         print the version\n"
 		"\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
+}
+
+/* libbpf's messages (verifier logs included) go to the debug log. */
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	if (level == LIBBPF_DEBUG || !pp_log_enabled(PP_LOG_DEBUG))
+		return 0;
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n > 0 && buf[PP_MIN((size_t)n, sizeof(buf) - 1) - 1] == '\n')
+		buf[PP_MIN((size_t)n, sizeof(buf) - 1) - 1] = '\0';
+	pp_dbg("libbpf: %s", buf);
+	return 0;
 }
 
 static volatile sig_atomic_t g_stop;
@@ -286,6 +306,7 @@ static int cmd_record(int argc, char **argv)
 	int r;
 
 	optind = 1;
+	libbpf_set_print(libbpf_log);
 	if (parse_cli(argc, argv, &c, true) < 0)
 		return EXIT_USAGE;
 	if (c.n_pids == 0) {
@@ -372,6 +393,53 @@ static int cmd_record(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/*
+ * healthcheck: an exec liveness probe for setups that listen on loopback
+ * only (the kubelet's HTTP probes connect to the pod IP).
+ */
+static int cmd_healthcheck(int argc, char **argv)
+{
+	char host[256];
+	uint16_t port;
+	const char *addr = argc > 1 ? argv[1] : getenv("PODPROF_LISTEN");
+	if (!addr || !*addr)
+		addr = "127.0.0.1:6060";
+	if (pp_config__split_listen(addr, host, sizeof(host), &port) < 0) {
+		fprintf(stderr, "podprof healthcheck: bad address \"%s\"\n", addr);
+		return EXIT_USAGE;
+	}
+	if (!*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai) {
+		fprintf(stderr, "podprof healthcheck: cannot resolve %s\n", host);
+		return EXIT_FAIL;
+	}
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = { .tv_sec = 5 };
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+	freeaddrinfo(ai);
+	char buf[64] = { 0 };
+	if (ok) {
+		static const char req[] = "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n";
+		ok = write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1) &&
+		     read(fd, buf, sizeof(buf) - 1) > 12 && !strncmp(buf + 8, " 200", 4);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!ok) {
+		fprintf(stderr, "podprof healthcheck: %s:%u is not healthy\n", host, port);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
@@ -380,8 +448,11 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "check-config"))
 		return cmd_check_config(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "healthcheck"))
+		return cmd_healthcheck(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "record"))
 		return cmd_record(argc - 1, argv + 1);
+	libbpf_set_print(libbpf_log);
 	if (parse_cli(argc, argv, &c, false) < 0)
 		return EXIT_USAGE;
 	if (build_config(&c, &cfg) < 0)

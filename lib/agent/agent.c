@@ -39,8 +39,15 @@ struct target {
 	unsigned maps_gen;
 	bool seen;
 	bool heap_attached;
+	bool heap_tried;
+	bool heap_reattach;
 	bool cpu_attached;
 	bool offcpu_attached;
+};
+
+struct pending_detach {
+	pid_t pid;
+	bool cpu, heap, offcpu;
 };
 
 struct unw_entry {
@@ -84,7 +91,16 @@ struct pp_agent {
 	size_t n_targets, cap_targets;
 	atomic_uint exits_gen;
 
+	pthread_mutex_t win_lock; /* cpu_windows; never taken by collector callbacks */
 	int cpu_windows;
+	/*
+	 * Collector calls (add/remove/attach/detach) take the collector's own
+	 * lock, which is held while it calls back into the agent (and the
+	 * callbacks take a->lock). So they are never made with a->lock held:
+	 * detaches are queued here and run by the discovery thread.
+	 */
+	struct pending_detach *pend;
+	size_t n_pend, cap_pend;
 	struct unw_cache unw[C__COUNT];
 	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests, C_SNAPSHOT cache */
 
@@ -159,22 +175,25 @@ static void target_detach(struct pp_agent *a, struct target *t)
 	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
 }
 
-static void heap_attach(struct pp_agent *a, struct target *t)
+/* Called without a->lock. */
+static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm)
 {
-	if (!a->heap || t->heap_attached)
-		return;
-	int r = pp_heap_tracer__attach(a->heap, t->pid);
+	if (!a->heap)
+		return false;
+	int r = pp_heap_tracer__attach(a->heap, pid);
 	if (r == 0) {
-		t->heap_attached = true;
 		struct pp_heap_proc_stats hs;
-		if (pp_heap_tracer__proc_stats(a->heap, t->pid, &hs) == 0)
-			pp_info("heap: tracing pid %d (%s) allocator %s%s", t->pid, t->comm,
-				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)");
-	} else if (r != -ESRCH) {
-		a->attach_errors++;
-		pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty",
-			t->pid, t->comm, strerror(-r));
+		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
+			pp_info("heap: tracing pid %d (%s) allocator %s%s", pid, comm, hs.allocator,
+				hs.session ? " (uprobe session)" : " (uretprobe)");
+		return true;
 	}
+	if (r != -ESRCH) {
+		a->attach_errors++;
+		pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty", pid,
+			comm, strerror(-r));
+	}
+	return false;
 }
 
 /* Reads maps and registers pid with the store. Called without a->lock. */
@@ -215,7 +234,10 @@ static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 	return -1;
 }
 
-/* Adds a new target. Called with a->lock held; drops nothing. */
+/*
+ * Adds a new target. Called with a->lock held. The collectors are attached
+ * by the discovery thread's next attach_pass (at once for targets it finds).
+ */
 static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *info, int group,
 				 uint64_t maps_hash)
 {
@@ -238,26 +260,124 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 	t->seen = true;
 	memcpy(t->comm, info->comm, sizeof(t->comm));
 	t->exe = info->exe ? strdup(info->exe) : NULL;
-	if (a->cpu) {
-		int r = pp_cpu_sampler__add_process(a->cpu, t->pid);
-		if (r == 0)
-			t->cpu_attached = true;
-		else if (r != -ESRCH)
-			a->attach_errors++;
-	}
-	if (a->offcpu && pp_offcpu__add_process(a->offcpu, t->pid) == 0)
-		t->offcpu_attached = true;
-	heap_attach(a, t);
 	pp_info("target: pid %d (%s) %s [%s]", t->pid, t->comm, t->exe ? t->exe : "?",
 		a->cfg->n_targets ? a->cfg->targets[group].name : "all");
 	return t;
+}
+
+/* Queues the detach of t's collectors. Called with a->lock held. */
+static void queue_detach(struct pp_agent *a, const struct target *t)
+{
+	if (!t->cpu_attached && !t->heap_attached && !t->offcpu_attached)
+		return;
+	if (a->n_pend == a->cap_pend) {
+		size_t nc = a->cap_pend ? a->cap_pend * 2 : 16;
+		struct pending_detach *p = realloc(a->pend, nc * sizeof(*p));
+		if (!p)
+			return; /* the collectors drop dead pids by themselves */
+		a->pend = p;
+		a->cap_pend = nc;
+	}
+	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid, .cpu = t->cpu_attached,
+							.heap = t->heap_attached,
+							.offcpu = t->offcpu_attached };
+}
+
+/* Runs queued detaches. Called without a->lock. */
+static void run_pending_detaches(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	struct pending_detach *v = a->pend;
+	size_t n = a->n_pend;
+	a->pend = NULL;
+	a->n_pend = a->cap_pend = 0;
+	pthread_mutex_unlock(&a->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].cpu && a->cpu)
+			pp_cpu_sampler__remove_process(a->cpu, v[i].pid);
+		if (v[i].heap && a->heap)
+			pp_heap_tracer__detach(a->heap, v[i].pid);
+		if (v[i].offcpu && a->offcpu)
+			pp_offcpu__remove_process(a->offcpu, v[i].pid);
+	}
+	free(v);
+}
+
+struct attach_req {
+	pid_t pid;
+	uint64_t start_time;
+	char comm[16];
+	bool cpu, offcpu, heap, heap_detach_first;
+};
+
+/* Attaches the collectors to targets that lack them. Called without a->lock. */
+static void attach_pass(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	struct attach_req *reqs = calloc(a->n_targets ? a->n_targets : 1, sizeof(*reqs));
+	size_t n = 0;
+	for (size_t i = 0; reqs && i < a->n_targets; i++) {
+		struct target *t = &a->targets[i];
+		struct attach_req r = {
+			.pid = t->pid,
+			.start_time = t->start_time,
+			.cpu = a->cpu && !t->cpu_attached,
+			.offcpu = a->offcpu && !t->offcpu_attached,
+			.heap = a->heap && (!t->heap_tried || t->heap_reattach),
+			.heap_detach_first = t->heap_reattach && t->heap_attached,
+		};
+		if (!r.cpu && !r.offcpu && !r.heap)
+			continue;
+		memcpy(r.comm, t->comm, sizeof(r.comm));
+		t->heap_tried = true;
+		t->heap_reattach = false;
+		if (r.heap_detach_first)
+			t->heap_attached = false;
+		reqs[n++] = r;
+	}
+	pthread_mutex_unlock(&a->lock);
+
+	for (size_t i = 0; i < n; i++) {
+		struct attach_req *r = &reqs[i];
+		bool cpu_ok = false, off_ok = false, heap_ok = false;
+		if (r->cpu) {
+			int e = pp_cpu_sampler__add_process(a->cpu, r->pid);
+			cpu_ok = e == 0;
+			if (e < 0 && e != -ESRCH) {
+				a->attach_errors++;
+				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm, strerror(-e));
+			}
+		}
+		if (r->offcpu)
+			off_ok = pp_offcpu__add_process(a->offcpu, r->pid) == 0;
+		if (r->heap_detach_first)
+			pp_heap_tracer__detach(a->heap, r->pid);
+		if (r->heap)
+			heap_ok = heap_attach(a, r->pid, r->comm);
+
+		pthread_mutex_lock(&a->lock);
+		struct target *t = target_find(a, r->pid);
+		if (t && t->start_time == r->start_time) {
+			t->cpu_attached |= cpu_ok;
+			t->offcpu_attached |= off_ok;
+			t->heap_attached |= heap_ok;
+		} else {
+			/* It went away meanwhile: undo. */
+			struct target gone = { .pid = r->pid, .cpu_attached = cpu_ok,
+					       .offcpu_attached = off_ok, .heap_attached = heap_ok };
+			queue_detach(a, &gone);
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	free(reqs);
+	run_pending_detaches(a);
 }
 
 static void target_remove_at(struct pp_agent *a, size_t i)
 {
 	struct target *t = &a->targets[i];
 	pp_info("target: pid %d (%s) exited", t->pid, t->comm);
-	target_detach(a, t);
+	queue_detach(a, t);
 	pp_store__process_exit(a->store, t->pid);
 	free(t->exe);
 	a->targets[i] = a->targets[--a->n_targets];
@@ -279,6 +399,7 @@ static bool adopt(struct pp_agent *a, pid_t pid)
 		return true;
 	if (pp_proc__read_info(pid, &info) < 0)
 		return false;
+	pp_dbg("adopting pid %d (%s), ppid %d", pid, info.comm, info.ppid);
 	int group = select_group(a, &info);
 	if (group < 0) {
 		/* Not selected by itself: a child inherits its parent's target. */
@@ -419,11 +540,8 @@ static void discover(struct pp_agent *a)
 						pp_info("target: pid %d exec'd %s", t->pid, info.exe);
 						free(t->exe);
 						t->exe = strdup(info.exe);
-						if (a->heap && t->heap_attached) {
-							pp_heap_tracer__detach(a->heap, t->pid);
-							t->heap_attached = false;
-						}
-						heap_attach(a, t);
+						/* The new image may use another allocator. */
+						t->heap_reattach = true;
 					}
 				}
 				pthread_mutex_unlock(&a->lock);
@@ -442,6 +560,8 @@ static void discover(struct pp_agent *a)
 			i++;
 	}
 	pthread_mutex_unlock(&a->lock);
+	run_pending_detaches(a);
+	attach_pass(a);
 	a->discovery_passes++;
 }
 
@@ -776,6 +896,13 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
  */
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
+	if (!a->cfg->threads.enabled) {
+		if (out)
+			pp_buf_puts(out, "thread dumps are disabled (threads.enabled: false)\n");
+		else
+			pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
+		return 0;
+	}
 	pid_t pids[1024];
 	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
 	struct pp_threads_opts to = { .stack_bytes = a->cfg->cpu.stack_bytes,
@@ -875,10 +1002,10 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 	if (kind == PP_PROFILE_CPU) {
 		if (!a->cpu)
 			return -EOPNOTSUPP;
-		pthread_mutex_lock(&a->lock);
+		pthread_mutex_lock(&a->win_lock);
 		a->cpu_windows++;
 		cpu_update_enable(a);
-		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_unlock(&a->win_lock);
 	} else if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
 		pthread_mutex_lock(&a->snapshot_lock);
 		if (kind == PP_PROFILE_GOROUTINE)
@@ -891,10 +1018,10 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
 	if (!s) {
 		if (kind == PP_PROFILE_CPU) {
-			pthread_mutex_lock(&a->lock);
+			pthread_mutex_lock(&a->win_lock);
 			a->cpu_windows--;
 			cpu_update_enable(a);
-			pthread_mutex_unlock(&a->lock);
+			pthread_mutex_unlock(&a->win_lock);
 		}
 		return -ENOMEM;
 	}
@@ -908,11 +1035,11 @@ static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
 	struct pp_agent *a = sc->a;
 	pp_store_snapshot__free(base);
 	if (kind == PP_PROFILE_CPU && a->cpu) {
-		pthread_mutex_lock(&a->lock);
+		pthread_mutex_lock(&a->win_lock);
 		if (a->cpu_windows > 0)
 			a->cpu_windows--;
 		cpu_update_enable(a);
-		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_unlock(&a->win_lock);
 	}
 }
 
@@ -1121,15 +1248,16 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		C("heap_live_table_full_total", "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
 		C("heap_stack_read_errors_total", "Heap stack copies that failed.", hs.stack_read_errors);
 		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
-		pthread_mutex_lock(&a->lock);
+		/* Not under a->lock: the heap tracer's lock is taken inside. */
+		pid_t pids[256];
+		size_t np = group_pids(a, -1, pids, ARRAY_SIZE(pids));
 		pp_buf_printf(o, "# TYPE podprof_heap_overhead_percent gauge\n");
-		for (size_t i = 0; i < a->n_targets && i < 256; i++) {
+		for (size_t i = 0; i < np; i++) {
 			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, a->targets[i].pid, &ps) == 0)
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0)
 				pp_buf_printf(o, "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%d\"} %.3f\n",
-					      a->targets[i].pid, ps.paused, ps.est_overhead_percent);
+					      pids[i], ps.paused, ps.est_overhead_percent);
 		}
-		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->offcpu) {
 		struct pp_offcpu_stats os;
@@ -1228,6 +1356,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	a->start_ns = pp_now_mono_ns();
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->snapshot_lock, NULL);
+	pthread_mutex_init(&a->win_lock, NULL);
 	check_caps(a);
 
 	struct pp_symbolizer_opts so = { .cache_bytes = a->cfg->limits.symbol_cache_bytes };
@@ -1414,5 +1543,7 @@ void pp_agent__free(struct pp_agent *a)
 	pp_config__free(a->cfg);
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->snapshot_lock);
+	pthread_mutex_destroy(&a->win_lock);
+	free(a->pend);
 	free(a);
 }

@@ -528,11 +528,12 @@ static int split_listen(const char *s, char *host, size_t hostlen, uint16_t *ret
 					    "digits, '-', '.' and '_'");
 		}
 	}
-	r = pp_parse_u64(port, 10, 1, 65535, &p);
+	/* Port 0 asks the kernel for a free port; podprof logs the one it got. */
+	r = pp_parse_u64(port, 10, 0, 65535, &p);
 	if (r == -ERANGE)
-		return msgf(msg, msglen, "has port %.16s, out of range (1..65535)", port);
+		return msgf(msg, msglen, "has port %.16s, out of range (0..65535)", port);
 	if (r < 0)
-		return msgf(msg, msglen, "has port \"%.16s\", not a number (1..65535)", port);
+		return msgf(msg, msglen, "has port \"%.16s\", not a number (0..65535)", port);
 	if (hl >= hostlen)
 		return msgf(msg, msglen, "has a host name that is too long");
 	memcpy(host, h, hl);

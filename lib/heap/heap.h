@@ -61,6 +61,11 @@ struct pp_heap_proc_stats {
 	double est_overhead_percent;/* of one CPU */
 	bool paused;                /* over budget with policy pause */
 	bool session;               /* uprobe session in use (else uretprobe) */
+	/* Appended fields. */
+	bool over_budget;           /* est_overhead_percent > budget (any policy) */
+	bool exited;                /* target gone; probes released, stats kept until detach */
+	unsigned probes;            /* functions probed */
+	unsigned probe_fallbacks;   /* functions probed at +0 on a single-stepped instruction */
 };
 int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_heap_proc_stats *ret);
 
@@ -69,5 +74,43 @@ struct pp_heap_stats {
 };
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);
 void pp_heap_tracer__free(struct pp_heap_tracer *t);
+/* Why the uprobe session is not used ("" when it is or before the first
+ * attach). Borrowed until pp_heap_tracer__free. */
+const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t);
+
+/*
+ * Lower level, exposed for tests and diagnostics.
+ */
+
+/* First instruction in code[0..len) where a uprobe is emulated and the
+ * entry state (argument registers, rsp) is intact; see x86.c for the rule.
+ * *ret_emulated false and *ret_off 0 when none is found. */
+int pp_heap__probe_offset(const uint8_t *code, size_t len, size_t *ret_off, bool *ret_emulated);
+
+enum { PP_HEAP_NFN = 10 };
+/* Function names in the order of enum heap_fn (bpf/heap.h). */
+extern const char *const pp_heap_fn_names[PP_HEAP_NFN];
+
+struct pp_heap_fn_probe {
+	int fn;                     /* index into pp_heap_fn_names */
+	uint64_t vaddr;             /* symbol value */
+	uint64_t file_off;          /* file offset of the function */
+	uint64_t probe_off;         /* file offset probed (file_off + insn offset) */
+	bool emulated;              /* probe_off is an emulated instruction */
+};
+
+struct pp_heap_allocator {
+	char name[64];              /* as in pp_heap_proc_stats.allocator */
+	char path[4096];            /* attachable path (pp_proc__mapped_path) */
+	char map_path[4096];        /* the path in the target's maps */
+	bool is_static;             /* the allocator is in the main executable */
+	unsigned n;
+	struct pp_heap_fn_probe fns[PP_HEAP_NFN]; /* aliases (same address) appear once */
+};
+
+/* The allocator pid uses: the first object in symbol-resolution order
+ * (main executable, LD_PRELOAD, DT_NEEDED breadth-first, then the rest in
+ * map order) that defines malloc. -ENOENT if none, -ESRCH if pid is gone. */
+int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret);
 
 #endif

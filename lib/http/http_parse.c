@@ -148,7 +148,8 @@ int pp_http__query_get(const char *query, const char *name, char *buf, size_t n)
 	if (!query || !name || !buf || !n)
 		return -EINVAL;
 	name_len = strlen(name);
-	if (name_len + 1 > sizeof(key))
+	/* query_unescape below writes up to name_len + 2 bytes (one more than name + NUL) */
+	if (name_len + 2 > sizeof(key))
 		return -EINVAL;
 
 	for (const char *seg = query; *seg;) {

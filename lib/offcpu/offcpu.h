@@ -26,6 +26,10 @@
  *    with the creator's stack. new_tid is clone's return value, which is in
  *    the creator's PID namespace; podprof traces only processes of its own
  *    PID namespace (below), where that is the same number.
+ *    The stack starts at the caller of the libc clone wrapper: glibc's and
+ *    musl's have no CFI after the syscall instruction, so BPF performs
+ *    that frameless leaf's `ret` when the return address on the stack
+ *    follows a direct call to it.
  *
  * PIDs: processes are selected and reported by their pid/tid in podprof's
  * PID namespace (bpf_get_ns_current_pid_tgid). A process in a child

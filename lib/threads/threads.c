@@ -198,15 +198,15 @@ static int parse_task_stat(const char *text, struct pp_thread_snap *s, bool *ret
 static int read_task_info(pid_t pid, struct pp_thread_snap *s, bool *ret_kthread,
 			  pid_t *ret_tracer)
 {
-	_cleanup_free_ char *stat = NULL, *status = NULL, *wchan = NULL;
+	_cleanup_free_ char *stat_text = NULL, *status = NULL, *wchan = NULL;
 	size_t len;
 	uint64_t v;
 	int r;
 
-	r = read_task_file(pid, s->tid, "stat", STAT_MAX, &stat, &len);
+	r = read_task_file(pid, s->tid, "stat", STAT_MAX, &stat_text, &len);
 	if (r < 0)
 		return r;
-	r = parse_task_stat(stat, s, ret_kthread);
+	r = parse_task_stat(stat_text, s, ret_kthread);
 	if (r < 0)
 		return r;
 
@@ -231,9 +231,10 @@ static int read_task_info(pid_t pid, struct pp_thread_snap *s, bool *ret_kthread
 	return 0;
 }
 
+#if defined(__x86_64__)
+/* PTRACE_GETREGS layout to DWARF register order. */
 static void regs_from_user(struct pp_regs *ret, const struct user_regs_struct *u)
 {
-#if defined(__x86_64__)
 	ret->r[0] = u->rax;
 	ret->r[1] = u->rdx;
 	ret->r[2] = u->rcx;
@@ -251,11 +252,8 @@ static void regs_from_user(struct pp_regs *ret, const struct user_regs_struct *u
 	ret->r[14] = u->r14;
 	ret->r[15] = u->r15;
 	ret->r[16] = u->rip;
-#else
-	(void)u;
-	memset(ret, 0, sizeof(*ret));
-#endif
 }
+#endif
 
 /*
  * Copies up to len bytes from addr in pid, stopping at the first page that

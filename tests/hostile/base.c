@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+unsigned hostile_leaf(unsigned x);
+unsigned hostile_mid(unsigned x);
+
 static inline __attribute__((always_inline)) unsigned mix(unsigned x)
 {
 	return x * 2654435761u ^ (x >> 13);

@@ -18,7 +18,7 @@ HZ = 499
 # spin's round: hot_a 40%, hot_b 30%, hot_c 20%, lib_hot 10% of the iterations.
 EXPECTED = {"hot_a": 0.40, "hot_b": 0.30, "hot_c": 0.20, "lib_hot": 0.10}
 ROOTS = {"_start", "clone3", "clone", "start_thread", "__libc_start_main",
-         "__libc_start_call_main", "__clone"}
+         "__libc_start_call_main", "__clone", "__clone3"}
 
 
 def root_ok(fr):

@@ -450,13 +450,12 @@ static const struct {
 			    "\"127.0.0.1:6060\" for local only" },
 	{ "listen: localhost\n", "x.yaml:1: listen: \"localhost\" is missing \":PORT\" (expected "
 				 "host:port or :port)" },
-	{ "listen: \":0\"\n", "x.yaml:1: listen: \":0\" has port 0, out of range (1..65535)" },
 	{ "listen: \":65536\"\n", "x.yaml:1: listen: \":65536\" has port 65536, out of range "
-				  "(1..65535)" },
+				  "(0..65535)" },
 	{ "listen: \"host:http\"\n", "x.yaml:1: listen: \"host:http\" has port \"http\", not a "
-				     "number (1..65535)" },
+				     "number (0..65535)" },
 	{ "listen: \"host:\"\n", "x.yaml:1: listen: \"host:\" has port \"\", not a number "
-				 "(1..65535)" },
+				 "(0..65535)" },
 	{ "listen: \"::1:6060\"\n", "x.yaml:1: listen: \"::1:6060\" needs brackets around an IPv6 "
 				    "address, as in "
 				    "\"[::1]:6060\"" },

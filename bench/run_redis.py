@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""redis-benchmark throughput against one redis-server (Debian's, jemalloc),
+unprofiled and with podprof attached to redis-server with its default
+settings (heap tracing at 512 KiB, off-CPU tracing, CPU only while a window
+is open), and with podprof attached while a 99 Hz /debug/pprof/profile
+window is open for the first seconds of the run. Interleaved repetitions,
+the configuration order rotating; podprof is started and stopped around each
+of its runs; ratios are against the unprofiled run of the same repetition.
+
+Two workloads: pipelined (-P 16, many requests per syscall, so allocation is
+a large share of redis's work) and unpipelined (-P 1, syscall-bound).
+
+Then one breakdown run (not timed against anything) with
+kernel.bpf_stats_enabled=1: podprof's heap events per request and CPU per
+request from /metrics, and run_cnt / run_time_ns of podprof's BPF programs
+from `bpftool prog show` (the uprobe trap and return-probe costs are not in
+run_time_ns; they show as the difference between the measured per-call cost
+and the BPF time).
+
+usage: bench/run_redis.py [BUILD_DIR [REPS]]   (defaults build-bench 5)
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Podprof, free_port, loadavg, machine_line, median, rotated  # noqa: E402
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
+reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+PODPROF = os.path.join(build, "cmd/podprof/podprof")
+TESTS = "set,get,lpush,lpop,hset"
+WORKLOADS = [("-P 16", ["-P", "16", "-n", "400000"]), ("-P 1", ["-n", "40000"])]
+BPFTOOL = "/usr/sbin/bpftool"
+
+
+def redis_benchmark(port, extra):
+    """Total requests / total seconds over all tests, and per-test rps."""
+    args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-d", "64",
+            "-r", "100000", "-t", TESTS, "--csv"] + extra
+    t0 = time.monotonic()
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    wall = time.monotonic() - t0
+    per = {}
+    for line in out.splitlines()[1:]:
+        f = [x.strip('"') for x in line.split(",")]
+        per[f[0]] = float(f[1])
+    n = int(extra[extra.index("-n") + 1])
+    # Aggregate throughput: requests over the time the tests took (from the
+    # per-test rps, so client start-up is not counted).
+    busy = sum(n / r for r in per.values())
+    return {"rps": n * len(per) / busy, "wall": wall, "per": per, "n": n * len(per)}
+
+
+def start_redis():
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--daemonize", "no",
+                          "--logfile", ""], stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return p, port
+        time.sleep(0.05)
+    p.kill()
+    raise RuntimeError("redis-server did not start")
+
+
+def run_plain(rs, port, extra):
+    return redis_benchmark(port, extra)
+
+
+def run_podprof(rs, port, extra, cpu_window=0):
+    pp = Podprof(PODPROF, rs.pid, [])
+    try:
+        bad = [x.strip() for x in pp.log if "heap:" in x and ("warn" in x or "error" in x)]
+        if bad:
+            raise RuntimeError("podprof: " + "; ".join(bad))
+        time.sleep(1.0)
+        m0 = pp.metrics()
+        th = None
+        if cpu_window:
+            th = threading.Thread(target=pp.get,
+                                  args=("/debug/pprof/profile?seconds=%d" % cpu_window,),
+                                  daemon=True)
+            th.start()
+        r = redis_benchmark(port, extra)
+        if th:
+            th.join()
+        m1 = pp.metrics()
+    finally:
+        pp.stop()
+
+    def d(k):
+        return m1.get(k, 0) - m0.get(k, 0)
+
+    r.update({"events": d("podprof_heap_events_total"),
+              "prof_cpu": d("podprof_process_cpu_seconds_total"),
+              "rss": m1.get("podprof_process_resident_memory_bytes", 0)})
+    return r
+
+
+def bpf_progs_of(pid):
+    """{name: (run_cnt, run_time_ns)} of the BPF programs pid holds."""
+    out = subprocess.run([BPFTOOL, "-j", "prog", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    progs = {}
+    for p in json.loads(out):
+        if any(x.get("pid") == pid for x in p.get("pids", [])):
+            name = p.get("name", "?")
+            cnt, ns = progs.get(name, (0, 0))
+            progs[name] = (cnt + p.get("run_cnt", 0), ns + p.get("run_time_ns", 0))
+    return progs
+
+
+def breakdown(rs, port, extra):
+    """One run with BPF statistics on: where podprof's cost per request goes."""
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        old = f.read().strip()
+    pp = Podprof(PODPROF, rs.pid, [])
+    try:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        time.sleep(1.0)
+        m0 = pp.metrics()
+        b0 = bpf_progs_of(pp.pid)
+        r = redis_benchmark(port, extra)
+        b1 = bpf_progs_of(pp.pid)
+        m1 = pp.metrics()
+        heap = pp.get("/debug/pprof/heap?debug=1").decode(errors="replace")
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+        pp.stop()
+    print("\nBreakdown (redis-benchmark %s, one run, kernel.bpf_stats_enabled=1): "
+          "%.0f requests, %.0f req/s" % (" ".join(extra), r["n"], r["rps"]))
+    ev = m1["podprof_heap_events_total"] - m0["podprof_heap_events_total"]
+    cpu = m1["podprof_process_cpu_seconds_total"] - m0["podprof_process_cpu_seconds_total"]
+    print("- podprof heap events: %.0f (%.3f per request); podprof process CPU %.3f s "
+          "(%.2f us per request)" % (ev, ev / r["n"], cpu, cpu / r["n"] * 1e6))
+    print("\n| BPF program | calls | calls per request | ns per call (BPF run time) "
+          "| BPF us per request |")
+    print("|---|---|---|---|---|")
+    for name in sorted(b1):
+        c = b1[name][0] - b0.get(name, (0, 0))[0]
+        t = b1[name][1] - b0.get(name, (0, 0))[1]
+        if c:
+            print("| %s | %d | %.2f | %.0f | %.3f |" % (name, c, c / r["n"], t / c,
+                                                        t / r["n"] / 1e3))
+    comments = [x for x in heap.splitlines() if x.startswith("#")]
+    print("\nheap profile (debug=1) comment lines:\n```\n%s\n```" % "\n".join(comments[:40]))
+
+
+def main():
+    configs = [("unprofiled", run_plain),
+               ("podprof default (heap + off-CPU)", run_podprof),
+               ("podprof default + 99 Hz CPU window (3 s)",
+                lambda rs, port, extra: run_podprof(rs, port, extra, cpu_window=3))]
+    rs, port = start_redis()
+    try:
+        print("# %s, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
+              (machine_line(), loadavg(), rs.pid, port, reps), file=sys.stderr)
+        redis_benchmark(port, ["-P", "16", "-n", "100000"])  # warm up, populate keys
+        for wname, extra in WORKLOADS:
+            res = {name: [] for name, _ in configs}
+            for r in range(reps):
+                rep = {}
+                for name, fn in rotated(configs, r):
+                    rep[name] = fn(rs, port, extra)
+                    print("%s rep %d %-44s %.0f req/s %s" %
+                          (wname, r, name, rep[name]["rps"],
+                           " ".join("%s=%.4g" % (k, v) for k, v in rep[name].items()
+                                    if k in ("events", "prof_cpu", "rss"))),
+                          file=sys.stderr, flush=True)
+                for name in rep:
+                    rep[name]["ratio"] = rep[name]["rps"] / rep["unprofiled"]["rps"]
+                    res[name].append(rep[name])
+            print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s\n" % (TESTS, " ".join(extra)))
+            print("| configuration | req/s (median) | throughput ratio (range) | heap events "
+                  "per request | podprof CPU per request | podprof RSS |")
+            print("|---|---|---|---|---|---|")
+            for name, _ in configs:
+                rr = res[name]
+                ratios = [x["ratio"] for x in rr]
+                ev = cpu = rss = ""
+                if any("events" in x for x in rr):
+                    ev = "%.3f" % median(x["events"] / x["n"] for x in rr)
+                    cpu = "%.2f us" % (median(x["prof_cpu"] / x["n"] for x in rr) * 1e6)
+                    rss = "%.1f MiB" % (median(x["rss"] for x in rr) / 1048576)
+                print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %s | %s |" %
+                      (name, median(x["rps"] for x in rr), median(ratios), min(ratios),
+                       max(ratios), ev, cpu, rss))
+        breakdown(rs, port, WORKLOADS[0][1])
+        print("\nloadavg after: %s" % loadavg())
+    finally:
+        rs.terminate()
+        rs.wait()
+
+
+main()

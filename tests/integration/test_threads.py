@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""goroutine, threadcreate, block and mutex end to end on a workload with
+threads blocked in known places (tests/workloads/threads/blocked.c)."""
+import os
+import re
+import signal
+import time
+
+from harness import Podprof, Workload, check, frames, go_pprof, run, write_tmp
+
+BLOCKED = os.environ.get("WL_BLOCKED")
+
+
+def stats(wl):
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode()
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+
+
+def start(*extra):
+    wl = Workload([BLOCKED])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false", *extra)
+    return wl, pp
+
+
+def by_function(prof, index):
+    out = {}
+    for s in prof["samples"]:
+        for fn in set(frames(prof, s)):
+            out[fn] = out.get(fn, 0) + s["values"][index]
+    return out
+
+
+def test_goroutine_dump():
+    wl, pp = start()
+    time.sleep(1.0)
+    before = stats(wl)["spin"]
+    st, hdr, body = pp.request("/debug/pprof/goroutine?debug=2")
+    check(st == 200, "debug=2 status %d" % st)
+    dump = body.decode()
+    # Each thread in its place, with the right state.
+    blocks = dump.split("\n\n")
+
+    def block_with(fn):
+        for b in blocks:
+            if fn + "(" in b:
+                return b
+        raise AssertionError("no thread shows %s in the dump:\n%s" % (fn, dump[:3000]))
+
+    check("[sleeping" in block_with("sleeper_nap"), "sleeper not sleeping")
+    check("[sleeping" in block_with("reader"), "reader not sleeping")
+    check("[sleeping" in block_with("contend_lock") or "futex" in block_with("contend_lock"),
+          "contender state")
+    check(re.search(r"\[(running|sleeping)", block_with("spinner")), "spinner state")
+    check(re.search(r"blocked\.c:\d+", dump), "no file:line in the dump")
+    check("stopped for" in dump, "pause not reported")
+    # No thread left stopped or traced; the target keeps running.
+    for tid in os.listdir("/proc/%d/task" % wl.pid):
+        status = open("/proc/%d/task/%s/status" % (wl.pid, tid)).read()
+        check("TracerPid:\t0" in status, "thread %s still traced" % tid)
+        check("State:\tt" not in status and "State:\tT" not in status, "thread %s stopped" % tid)
+    time.sleep(0.5)
+    check(stats(wl)["spin"] > before, "the spinner did not advance after the snapshot")
+    prof = pp.profile("/debug/pprof/goroutine")
+    check(prof["sample_types"] == [["goroutine", "count"]], "types %s" % prof["sample_types"])
+    total = sum(s["values"][0] for s in prof["samples"])
+    nthreads = len(os.listdir("/proc/%d/task" % wl.pid))
+    check(abs(total - nthreads) <= 3, "goroutine total %d, process has %d threads" % (total, nthreads))
+    st, _, body = pp.request("/debug/pprof/goroutine?debug=1")
+    check(body.startswith(b"goroutine profile: total "), "debug=1 header %r" % body[:60])
+    m = pp.metrics()
+    check(m.get("podprof_thread_snapshot_pause_max_nanoseconds", 0) > 0, "pause metric missing")
+    pp.stop()
+
+
+def test_block_mutex_threadcreate():
+    wl, pp = start()
+    time.sleep(0.5)
+    s0 = stats(wl)
+    block = pp.profile("/debug/pprof/block?seconds=4", timeout=30)
+    s1 = stats(wl)
+    check(block["sample_types"] == [["contentions", "count"], ["delay", "nanoseconds"]],
+          "block types %s" % block["sample_types"])
+    delay = by_function(block, 1)
+    slept = (s1["sleep_ns"] - s0["sleep_ns"])
+    got = delay.get("sleeper_nap", 0)
+    # Off-CPU time measured by podprof vs the time the thread measured itself.
+    check(0.7 * slept <= got <= 1.15 * slept, "sleeper: block delay %.2f s, slept %.2f s" % (got / 1e9, slept / 1e9))
+    read = s1["read_ns"] - s0["read_ns"]
+    check(0.6 * read <= delay.get("reader", 0) <= 1.15 * read,
+          "reader: block delay %.2f s, read() waited %.2f s" % (delay.get("reader", 0) / 1e9, read / 1e9))
+    mutex = pp.profile("/debug/pprof/mutex")
+    md = by_function(mutex, 1)
+    check(md.get("contend_lock", 0) > 0.2e9, "mutex: contend_lock delay %s" % md.get("contend_lock"))
+    st, _, body = pp.request("/debug/pprof/mutex?debug=1")
+    check(body.startswith(b"--- mutex:\ncycles/second=1000000000\n"), "mutex debug=1 %r" % body[:80])
+    tc = pp.profile("/debug/pprof/threadcreate")
+    tcf = by_function(tc, 0)
+    check(tcf.get("spawn_worker", 0) >= 1, "threadcreate lacks spawn_worker: %s" % sorted(k for k in tcf if isinstance(k, str))[:30])
+    for name, prof in (("block", block), ("mutex", mutex), ("threadcreate", tc)):
+        path = write_tmp(prof["_raw"])
+        go_pprof("-top", path)
+        os.unlink(path)
+    pp.stop()
+
+
+if __name__ == "__main__":
+    run([test_goroutine_dump, test_block_mutex_threadcreate])
