@@ -695,8 +695,15 @@ static const char *die_name(Dwarf_Die *die)
 struct dframe {
 	const char *name;
 	const char *file;
+	const char *comp_dir; /* for a relative file */
 	uint32_t line, start_line;
 };
+
+static bool is_func_tag(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_entry_point;
+}
 
 static const char *cu_file(Dwarf_Die *cu, Dwarf_Word idx)
 {
@@ -725,19 +732,32 @@ static size_t dwarf_frames(struct sym_file *f, uint64_t vaddr, struct dframe *fr
 		if (dwarf_lineno(dl, &line) != 0 || line < 0)
 			line = 0;
 	}
+	Dwarf_Attribute cda;
+	const char *comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &cda));
 	Dwarf_Die *scopes = NULL;
 	int ns = dwarf_getscopes(&cu, vaddr, &scopes);
+	Dwarf_Die cur;
+	bool have = false;
+	for (int i = 0; i < ns; i++) {
+		if (is_func_tag(dwarf_tag(&scopes[i]))) {
+			cur = scopes[i];
+			have = true;
+			break;
+		}
+	}
+	free(scopes);
+	/*
+	 * dwarf_getscopes continues an inlined_subroutine with its abstract
+	 * origin, not the function it was inlined into: walk the concrete
+	 * parents of each inlined_subroutine with dwarf_getscopes_die instead.
+	 */
 	size_t n = 0;
-	for (int i = 0; i < ns && n < max; i++) {
-		Dwarf_Die *d = &scopes[i];
-		int tag = dwarf_tag(d);
-		if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine &&
-		    tag != DW_TAG_entry_point)
-			continue;
+	while (have && n < max) {
+		int tag = dwarf_tag(&cur);
 		int dline = 0;
-		if (dwarf_decl_line(d, &dline) != 0 || dline < 0)
+		if (dwarf_decl_line(&cur, &dline) != 0 || dline < 0)
 			dline = 0;
-		fr[n] = (struct dframe){ .name = die_name(d), .file = file,
+		fr[n] = (struct dframe){ .name = die_name(&cur), .file = file, .comp_dir = comp_dir,
 					 .line = (uint32_t)line, .start_line = (uint32_t)dline };
 		n++;
 		if (tag != DW_TAG_inlined_subroutine)
@@ -747,15 +767,25 @@ static size_t dwarf_frames(struct sym_file *f, uint64_t vaddr, struct dframe *fr
 		Dwarf_Word w;
 		file = NULL;
 		line = 0;
-		if (dwarf_attr(d, DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0)
+		if (dwarf_attr(&cur, DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0)
 			file = cu_file(&cu, w);
-		if (dwarf_attr(d, DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0 &&
+		if (dwarf_attr(&cur, DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0 &&
 		    w <= UINT32_MAX)
 			line = (int)w;
+		Dwarf_Die *up = NULL;
+		int nu = dwarf_getscopes_die(&cur, &up);
+		have = false;
+		for (int i = 1; i < nu; i++) {
+			if (is_func_tag(dwarf_tag(&up[i]))) {
+				cur = up[i];
+				have = true;
+				break;
+			}
+		}
+		free(up);
 	}
-	free(scopes);
 	if (n == 0 && (file || line) && max) {
-		fr[0] = (struct dframe){ .name = NULL, .file = file, .line = (uint32_t)line };
+		fr[0] = (struct dframe){ .file = file, .comp_dir = comp_dir, .line = (uint32_t)line };
 		n = 1;
 	}
 	return n;
@@ -1119,7 +1149,13 @@ static int resolve_in_file(struct sym_file *f, bool no_dwarf, uint64_t vaddr,
 		if (frame_set(&out[i], name) < 0)
 			goto nomem;
 		if (fr[i].file) {
-			out[i].file = strdup(fr[i].file);
+			/* relative names (DWARF 5 line tables) are relative to the CU's comp_dir */
+			if (fr[i].file[0] != '/' && fr[i].comp_dir && fr[i].comp_dir[0]) {
+				if (asprintf(&out[i].file, "%s/%s", fr[i].comp_dir, fr[i].file) < 0)
+					out[i].file = NULL;
+			} else {
+				out[i].file = strdup(fr[i].file);
+			}
 			if (!out[i].file)
 				goto nomem;
 			has_file = true;

@@ -72,16 +72,20 @@ for t in $targets; do
 	work="$build/fuzz-work/$t"
 	mkdir -p "$work/corpus" "$work/artifacts"
 	echo "== fuzz-$t for ${secs}s"
+	par=
+	[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
+	# in $work: with -jobs libFuzzer writes fuzz-N.log into the current directory
 	# shellcheck disable=SC2086
-	"$build/tests/fuzz/fuzz-$t" \
-		-max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 -max_len=65536 \
-		-jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
+	(cd "$work" && exec "$build/tests/fuzz/fuzz-$t" \
+		-max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 -malloc_limit_mb=2048 \
+		-max_len=65536 -print_final_stats=1 $par \
 		-artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} \
-		"$work/corpus" "$src/tests/fuzz/corpus/$t" >"$work/log" 2>&1
+		"$work/corpus" "$src/tests/fuzz/corpus/$t") >"$work/log" 2>&1
 	rc=$?
+	[ -n "$par" ] && cat "$work"/fuzz-*.log >>"$work/log" 2>/dev/null
 	if [ $rc -eq 0 ]; then
 		passed=$((passed + 1))
-		grep -E '^stat::number_of_executed_units|^#[0-9]+.*DONE' "$work/log" | tail -n 2
+		grep -E '^#[0-9]+.*DONE' "$work/log" | tail -n 1
 	else
 		failed=$((failed + 1))
 		failed_names="$failed_names $t"

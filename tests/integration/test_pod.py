@@ -40,20 +40,29 @@ def test_simulated_pod():
     if not shutil.which("unshare") or not shutil.which("setpriv"):
         raise Skip("util-linux unshare/setpriv missing")
     root = make_rootfs()
+    mnt = None
     # pid 1 of the pod is a shell that starts the app in its own mount
     # namespace (chroot), then becomes podprof in another mount namespace
     # with three capabilities.
+    # The application container: its own mount namespace whose root is a
+    # tmpfs (pivot_root, as container runtimes do), so its files are not
+    # reachable from podprof's mount namespace at all.
+    app = (
+        'mount --make-rprivate / && mount -t tmpfs tmpfs "$1" && cp -a "$2/." "$1/" && '
+        'mkdir "$1/.old" && cd "$1" && pivot_root . .old && '
+        'LD_LIBRARY_PATH=/opt/podlibs exec /app/demo')
     script = (
-        'LD_LIBRARY_PATH=/opt/podlibs unshare --mount chroot "$1" /app/demo >/dev/null 2>&1 &\n'
-        'sleep 0.5\n'
+        'unshare --mount sh -c \'%s\' app "$1" "$3" >/dev/null 2>&1 &\n'
+        'sleep 0.7\n'
         'exec unshare --mount setpriv --bounding-set=-all,+bpf,+perfmon,+sys_ptrace '
         '--inh-caps=-all "$2" --listen 127.0.0.1:0 --set cpu.frequency_hz=199 '
-        '--set heap.sample_rate=65536 --set discovery.interval_ms=300\n')
+        '--set heap.sample_rate=65536 --set discovery.interval_ms=300\n') % app
     pp = Podprof.__new__(Podprof)
     # Start through the harness machinery but with our own argv.
     import threading, re
-    pp.argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c", script, "pod",
-               root, PODPROF]
+    mnt = tempfile.mkdtemp(prefix="podprof-podroot-")
+    pp.argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
+               script, "pod", mnt, PODPROF, root]
     e = {k: v for k, v in os.environ.items() if not k.startswith("PODPROF_")}
     pp.p = subprocess.Popen(pp.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, env=e)
@@ -92,6 +101,7 @@ def test_simulated_pod():
     finally:
         pp.kill()
         shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(mnt, ignore_errors=True)
 
 
 if __name__ == "__main__":

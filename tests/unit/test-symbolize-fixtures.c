@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "symbolize/symbolize.h"
+#include "util/util.h"
 
 #define MAX_TAGS 16
 
@@ -31,6 +32,17 @@ struct child {
 	size_t n;
 	struct pp_maps maps;
 };
+
+/* every child ever started, killed at exit even when a test failed midway */
+static pid_t all_children[64];
+static size_t n_all_children;
+
+static void kill_all_children(void)
+{
+	for (size_t i = 0; i < n_all_children; i++)
+		if (all_children[i] > 0 && kill(all_children[i], SIGKILL) == 0)
+			waitpid(all_children[i], NULL, 0);
+}
 
 static int child_start(const char *path, struct child *c)
 {
@@ -48,6 +60,8 @@ static int child_start(const char *path, struct child *c)
 	}
 	close(p[1]);
 	c->pid = pid;
+	if (n_all_children < ARRAY_SIZE(all_children))
+		all_children[n_all_children++] = pid;
 	FILE *f = fdopen(p[0], "r");
 	if (!f)
 		return -errno;
@@ -76,6 +90,9 @@ static void child_stop(struct child *c)
 	if (c->pid > 0) {
 		kill(c->pid, SIGKILL);
 		waitpid(c->pid, NULL, 0);
+		for (size_t i = 0; i < n_all_children; i++)
+			if (all_children[i] == c->pid)
+				all_children[i] = 0;
 	}
 	pp_maps__free(&c->maps);
 	c->pid = 0;
@@ -216,6 +233,12 @@ static void check_variant(const struct variant *v)
 		compare_with_addr2line(s, &c, stat, false);
 		compare_with_addr2line(s, &c, mainf, false);
 		compare_with_addr2line(s, &c, inlret - 1, false);
+		/* libc: its DWARF is in /usr/lib/debug/.build-id (libc6-dbg) when installed */
+		uint64_t lf = child_addr(&c, "libcfn") + 4;
+		const struct pp_map *lm = pp_maps__find(&c.maps, lf);
+		/* (non-PIE code takes the address of the PLT stub instead) */
+		if (lm && lm->path && strstr(lm->path, "/libc.so"))
+			compare_with_addr2line(s, &c, lf, false);
 
 		/* The inline chain of the return address inside pp_fix_inl. */
 		assert_int_equal(resolve(s, &c, inlret - 1, &res), 0);
@@ -468,5 +491,8 @@ int main(void)
 		cmocka_unit_test(test_tiny_cache),
 		cmocka_unit_test(test_threads),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	atexit(kill_all_children);
+	int r = cmocka_run_group_tests(tests, NULL, NULL);
+	kill_all_children();
+	return r;
 }

@@ -50,6 +50,7 @@ int main(int argc, char **argv)
 	printf("static %p\n", (void *)sf);
 	printf("inlret %p\n", pp_fix_ret);
 	printf("main %p\n", (void *)main);
+	printf("libcfn %p\n", (void *)fflush);
 	printf("ready\n");
 	fflush(stdout);
 	for (;;)
