@@ -31,8 +31,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (Podprof, loadavg, machine_line, median, proc_cpu_seconds,  # noqa: E402
+from benchlib import (Podprof, loadavg, prioritize, machine_line, median, proc_cpu_seconds,  # noqa: E402
                       proc_rss_bytes, rotated)
+
+NICE = prioritize()
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -65,9 +67,14 @@ def run_plain():
 
 def run_podprof(hz):
     b = start_bench()
-    pp = Podprof(PODPROF, b.pid, ["cpu.always_on=true", "cpu.frequency_hz=%d" % hz,
-                                  "heap.enabled=false", "offcpu.enabled=false",
-                                  "log.memstats_interval_seconds=0"])
+    try:
+        pp = Podprof(PODPROF, b.pid, ["cpu.always_on=true", "cpu.frequency_hz=%d" % hz,
+                                      "heap.enabled=false", "offcpu.enabled=false",
+                                      "log.memstats_interval_seconds=0"])
+    except RuntimeError:
+        b.kill()
+        b.wait()
+        raise
     trace = []  # (seconds since go, podprof CPU s, samples), every 0.5 s
     stop = threading.Event()
 
@@ -147,8 +154,8 @@ configs = [("unprofiled", run_plain),
            ("perf record -F 99 --call-graph dwarf", lambda: run_perf(99)),
            ("perf record -F 999 --call-graph dwarf", lambda: run_perf(999))]
 res = {name: [] for name, _ in configs}
-print("# %s, loadavg before %s, %s threads x %s rounds, %d repetitions" %
-      (machine_line(), loadavg(), THREADS, ROUNDS, reps), file=sys.stderr)
+print("# %s, nice %d, loadavg before %s, %s threads x %s rounds, %d repetitions" %
+      (machine_line(), NICE, loadavg(), THREADS, ROUNDS, reps))
 for r in range(reps):
     rep = {}
     for name, fn in rotated(configs, r):

@@ -27,7 +27,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, loadavg, machine_line, median, rotated  # noqa: E402
+from benchlib import Podprof, loadavg, prioritize, machine_line, median, rotated  # noqa: E402
+
+NICE = prioritize()
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -133,8 +135,7 @@ configs = [("unprofiled", run_plain),
            ("memleak-bpfcc (bcc, every allocation)", lambda: run_memleak(200000))]
 res = {name: [] for name, _ in configs}
 errors = {}
-print("# %s, loadavg before %s, %d repetitions" % (machine_line(), loadavg(), reps),
-      file=sys.stderr)
+print("# %s, nice %d, loadavg before %s, %d repetitions" % (machine_line(), NICE, loadavg(), reps))
 for r in range(reps):
     rep = {}
     for name, fn in rotated(configs, r):

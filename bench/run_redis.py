@@ -28,7 +28,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, free_port, loadavg, machine_line, median, rotated  # noqa: E402
+from benchlib import Podprof, free_port, loadavg, prioritize, machine_line, median, rotated  # noqa: E402
+
+NICE = prioritize()
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -162,8 +164,8 @@ def main():
                 lambda rs, port, extra: run_podprof(rs, port, extra, cpu_window=3))]
     rs, port = start_redis()
     try:
-        print("# %s, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
-              (machine_line(), loadavg(), rs.pid, port, reps), file=sys.stderr)
+        print("# %s, nice %d, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
+              (machine_line(), NICE, loadavg(), rs.pid, port, reps))
         redis_benchmark(port, ["-P", "16", "-n", "100000"])  # warm up, populate keys
         for wname, extra in WORKLOADS:
             res = {name: [] for name, _ in configs}

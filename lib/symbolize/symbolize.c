@@ -302,6 +302,29 @@ static uint64_t dwarf_size(Elf *elf)
 	return info ? total : 0;
 }
 
+/*
+ * libdw (0.188) runs strlen on string sections: one without a final NUL
+ * (truncated or corrupt) would be read past its end. Called after
+ * dwarf_begin_elf, which has decompressed the sections in place.
+ */
+static bool dwarf_strings_ok(Elf *elf)
+{
+	static const char *const names[] = { ".debug_str", ".debug_line_str", ".zdebug_str",
+					     ".zdebug_line_str" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = find_section(elf, names[i], &sh);
+		if (!scn || sh.sh_type == SHT_NOBITS)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d)
+			return false;
+		if (d->d_size && (!d->d_buf || ((const char *)d->d_buf)[d->d_size - 1] != '\0'))
+			return false;
+	}
+	return true;
+}
+
 static Elf *elf_open(int fd)
 {
 	pthread_once(&elf_once, elf_init);
@@ -879,6 +902,12 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 		}
 		if (de && ds <= cache_max / 2) {
 			Dwarf *dw = dwarf_begin_elf(de, DWARF_C_READ, NULL);
+			if (dw && !dwarf_strings_ok(de)) {
+				pp_dbg("symbolize: %s: malformed DWARF string section, no DWARF",
+				       path);
+				dwarf_end(dw);
+				dw = NULL;
+			}
 			if (dw) {
 				f->dw = dw;
 				f->dw_elf = de;

@@ -7,8 +7,28 @@
  * /proc/kallsyms for kernel addresses, and /tmp/perf-PID.map for JIT code.
  *
  * Loaded files are cached by build id (dev+inode when there is none),
- * bounded by cache_bytes (least recently used evicted). Thread-safe: one
- * internal lock.
+ * bounded by cache_bytes (least recently used evicted; an entry in use is
+ * never evicted, so one file larger than the cache is loaded, used and
+ * dropped). Estimated size per file: symbol table + names + the DWARF
+ * sections libdw reads into memory; a file whose DWARF alone exceeds half
+ * of cache_bytes is used for symbols only. A file that cannot be opened or
+ * parsed is remembered as failed for 30 s.
+ *
+ * Thread-safe: one lock for the cache, kallsyms and perf maps; loading
+ * happens outside it, and each file has its own lock around libdw.
+ *
+ * Rules: the runtime address becomes a file offset (addr - m->start +
+ * m->offset), then an ELF virtual address through the PT_LOAD segment
+ * holding that offset (PIE, non-PIE, shared objects and static binaries
+ * alike). Symbols: FUNC/IFUNC (and sized NOTYPE in executable sections)
+ * of .symtab, else the debug file's .symtab, else .dynsym; among aliases
+ * GLOBAL > WEAK > LOCAL, then fewer leading underscores. A symbol covers
+ * [value, value+size); a zero-size symbol covers up to the next symbol or
+ * the end of its section. Nothing covering the address gives
+ * "<basename>+0x<file offset>" with has_function false, never the nearest
+ * preceding symbol. With DWARF, frame names are the DWARF names (linkage
+ * name demangled, else DW_AT_name) like eu-addr2line; file names are made
+ * absolute with the CU's comp_dir but not normalized.
  */
 #ifndef PODPROF_SYMBOLIZE_H
 #define PODPROF_SYMBOLIZE_H
@@ -46,7 +66,8 @@ struct pp_symbolizer *pp_symbolizer__new(const struct pp_symbolizer_opts *opts);
 
 /*
  * Resolve addr (an absolute address in pid's address space, inside mapping
- * m). build_id may be NULL. Writes caller-owned frames into *ret (free with
+ * m; -EINVAL outside it). build_id may be NULL. Special mappings: [vdso]
+ * gets the fallback name, the others -ENOENT. Writes caller-owned frames into *ret (free with
  * pp_sym_result__free). -ENOENT if the file cannot be opened at all (the
  * result is then still filled with the "file+0xoff" fallback name and 0
  * is returned if m has a path; -ENOENT only for anonymous memory).
@@ -55,14 +76,30 @@ int pp_symbolizer__resolve(struct pp_symbolizer *s, pid_t pid, const struct pp_m
 			   const uint8_t *build_id, size_t build_id_len, uint64_t addr,
 			   struct pp_sym_result *ret);
 
-/* Kernel address from /proc/kallsyms (readable only with enough privilege). -ENOENT if unknown. */
+/*
+ * Kernel address from /proc/kallsyms (readable only with enough privilege;
+ * all-zero addresses mean none, retried every 10 s). -ENOENT if unknown.
+ * Text symbols only; a symbol covers up to the next one. Module symbols
+ * are named "name [module]".
+ */
 int pp_symbolizer__resolve_kernel(struct pp_symbolizer *s, uint64_t addr, struct pp_sym_result *ret);
 
-/* JIT code from /tmp/perf-PID.map inside the target's root. -ENOENT if unknown. */
+/*
+ * JIT code from /tmp/perf-PID.map inside the target's root (PID as the
+ * target sees itself: the last NSpid). Lines "START SIZE name" in hex; a
+ * later line wins over an overlapping earlier one. The file is re-read when
+ * its size/mtime/inode changed, checked at most once a second and on a
+ * miss. Capped at 64 MiB / 2M entries per file, 32 processes. -ENOENT if
+ * unknown.
+ */
 int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr,
 			       struct pp_sym_result *ret);
 
-/* Demangle C++ (Itanium) and Rust names; returns a malloc'd string or NULL if not mangled. */
+/*
+ * Demangle C++ (Itanium, via libstdc++) and legacy Rust names (hash dropped,
+ * $..$ escapes decoded); returns a malloc'd string or NULL if not mangled.
+ * Rust v0 (_R...) names and names over 4096 bytes are left alone (NULL).
+ */
 char *pp_demangle(const char *name);
 
 struct pp_symbolizer_stats {
