@@ -69,8 +69,9 @@ static int rust_ident(struct pp_buf *b, const char *p, size_t n)
 				unsigned v = 0;
 				while (j < n && j < i + 8 && isxdigit((unsigned char)p[j])) {
 					char c = p[j];
-					v = v * 16 + (unsigned)(isdigit((unsigned char)c) ? c - '0' :
-								   (tolower(c) - 'a' + 10));
+					v = v * 16 + (unsigned)(isdigit((unsigned char)c)
+									? c - '0'
+									: (tolower(c) - 'a' + 10));
 					j++;
 				}
 				if (j < n && p[j] == '$' && j > i + 2 && v >= 0x20 && v < 0x7f) {

@@ -307,8 +307,9 @@ static int jit_parse(struct jitmap *m, const char *buf, size_t len)
 		size_t off = names.len;
 		if (pp_buf_append(&names, q, namelen) < 0 || pp_buf_append(&names, "", 1) < 0)
 			break; /* name space exhausted: keep what we have */
-		v[n++] = (struct jsym){ .start = start, .size = size, .name = (uint32_t)off,
-					.seq = seq };
+		v[n++] = (struct jsym){
+			.start = start, .size = size, .name = (uint32_t)off, .seq = seq
+		};
 	}
 	if (n)
 		qsort(v, n, sizeof(*v), jsym_cmp);
@@ -343,7 +344,8 @@ static pid_t ns_pid(pid_t pid)
 	size_t ll = e ? (size_t)(e - l) : strlen(l);
 	const char *last = NULL;
 	for (size_t i = 0; i < ll; i++)
-		if ((l[i] == '\t' || l[i] == ' ') && i + 1 < ll && l[i + 1] != '\t' && l[i + 1] != ' ')
+		if ((l[i] == '\t' || l[i] == ' ') && i + 1 < ll && l[i + 1] != '\t' &&
+		    l[i + 1] != ' ')
 			last = l + i + 1;
 	if (!last)
 		return pid;

@@ -45,15 +45,16 @@
 #include "util/util.h"
 
 #define DEFAULT_CACHE_BYTES ((uint64_t)64 << 20)
-#define MAX_FILES 256u             /* cached files (each may hold an fd) */
-#define MAX_SEGS 64u               /* PT_LOAD segments kept per file */
-#define MAX_SYMS (8u << 20)        /* symbols per file */
+#define MAX_FILES 256u /* cached files (each may hold an fd) */
+#define MAX_SEGS 64u /* PT_LOAD segments kept per file */
+#define MAX_SYMS (8u << 20) /* symbols per file */
 #define MAX_NAMES ((size_t)512 << 20)
-#define MAX_INLINE 64u             /* frames in one inline chain */
-#define MAX_CU_RANGES (4u << 20)   /* own CU address table when .debug_aranges is missing */
+#define MAX_INLINE 64u /* frames in one inline chain */
+#define MAX_CU_RANGES (4u << 20) /* own CU address table when .debug_aranges is missing */
 #define FAILED_RETRY_NS (30ull * 1000000000ull)
 #define DEBUGLINK_CRC_MAX ((uint64_t)4 << 30)
 #define ENTRY_BASE_BYTES 1024u
+#define MEMO_SLOTS 1024u /* remembered DWARF answers per file (direct-mapped) */
 
 struct sym {
 	uint64_t addr, size;
@@ -70,6 +71,15 @@ struct seg {
 struct cu_range {
 	uint64_t lo, hi;
 	Dwarf_Off die;
+};
+
+/* A remembered answer: libdw scope walks cost tens of microseconds each. */
+struct memo {
+	uint64_t vaddr;
+	bool used;
+	int r; /* 0 or -ENOENT */
+	struct pp_sym_result res;
+	uint64_t bytes;
 };
 
 struct devino {
@@ -99,12 +109,22 @@ struct sym_file {
 	char *names;
 	size_t names_len;
 
+	/* PLT stubs, named "<symbol>@plt" (x86-64 and aarch64) */
+	uint64_t plt_start, plt_entsize;
+	size_t plt_n;
+	char *plt_names; /* plt_n NUL-terminated names, in order */
+	char **plt_name; /* pointers into plt_names, NULL for unnamed slots */
+
 	int dw_fd;
 	Elf *dw_elf;
 	Dwarf *dw;
+	int alt_fd; /* dwz common file (.gnu_debugaltlink) */
+	Elf *alt_elf;
+	Dwarf *alt_dw;
 	struct cu_range *cus; /* built on the first aranges miss */
 	size_t n_cus;
 	bool cus_built;
+	struct memo *memo; /* MEMO_SLOTS, allocated with the first DWARF lookup */
 
 	uint64_t bytes;
 };
@@ -197,6 +217,51 @@ static int result_fallback(struct pp_sym_result *ret, const char *path, uint64_t
 	ret->frames = f;
 	ret->n = 1;
 	return 0;
+}
+
+static char *strdup_or_null(const char *p, bool *fail)
+{
+	if (!p)
+		return NULL;
+	char *d = strdup(p);
+	if (!d)
+		*fail = true;
+	return d;
+}
+
+/* Deep copy of a result. 0 or -ENOMEM. */
+static int result_copy(const struct pp_sym_result *src, struct pp_sym_result *dst)
+{
+	struct pp_sym_frame *v = calloc(src->n ? src->n : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	bool fail = false;
+	for (size_t i = 0; i < src->n; i++) {
+		v[i].function = strdup_or_null(src->frames[i].function, &fail);
+		v[i].system_name = strdup_or_null(src->frames[i].system_name, &fail);
+		v[i].file = strdup_or_null(src->frames[i].file, &fail);
+		v[i].line = src->frames[i].line;
+		v[i].start_line = src->frames[i].start_line;
+	}
+	*dst = *src;
+	dst->frames = v;
+	if (fail) {
+		pp_sym_result__free(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static uint64_t result_bytes(const struct pp_sym_result *r)
+{
+	uint64_t b = sizeof(*r) + r->n * sizeof(r->frames[0]);
+	for (size_t i = 0; i < r->n; i++) {
+		const struct pp_sym_frame *f = &r->frames[i];
+		b += (f->function ? strlen(f->function) + 1 : 0) +
+		     (f->system_name ? strlen(f->system_name) + 1 : 0) +
+		     (f->file ? strlen(f->file) + 1 : 0);
+	}
+	return b;
 }
 
 /* ---------- files in the target's root ---------- */
@@ -462,8 +527,11 @@ static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
 		uint64_t size = s.st_size;
 		if (size > UINT64_MAX - s.st_value)
 			size = UINT64_MAX - s.st_value;
-		v[nv++] = (struct sym){ .addr = s.st_value, .size = size, .name = (uint32_t)off,
-					.shndx = (uint16_t)s.st_shndx, .rank = sym_rank(&s, name) };
+		v[nv++] = (struct sym){ .addr = s.st_value,
+					.size = size,
+					.name = (uint32_t)off,
+					.shndx = (uint16_t)s.st_shndx,
+					.rank = sym_rank(&s, name) };
 	}
 	if (nv == 0) {
 		free(v);
@@ -500,6 +568,101 @@ fail:
 	free(v);
 	pp_buf_free(&names);
 	return r;
+}
+
+#define MAX_PLT 65536u
+
+/*
+ * PLT stubs: the i-th JUMP_SLOT relocation of .rela.plt belongs to the
+ * i-th 16-byte entry of .plt.sec (IBT layout) or of .plt after its header
+ * (16 bytes on x86-64, 32 on aarch64). Best effort: anything unexpected
+ * leaves the PLT unnamed.
+ */
+static void load_plt(struct sym_file *f, Elf *elf)
+{
+	GElf_Ehdr eh;
+	if (!gelf_getehdr(elf, &eh))
+		return;
+	uint64_t hdr;
+	unsigned jump_slot;
+	if (eh.e_machine == EM_X86_64) {
+		hdr = 16, jump_slot = R_X86_64_JUMP_SLOT;
+	} else if (eh.e_machine == EM_AARCH64) {
+		hdr = 32, jump_slot = R_AARCH64_JUMP_SLOT;
+	} else {
+		return;
+	}
+	GElf_Shdr rsh, psh, dsh;
+	Elf_Scn *rscn = find_section(elf, ".rela.plt", &rsh);
+	if (!rscn || rsh.sh_type != SHT_RELA || rsh.sh_entsize == 0)
+		return;
+	Elf_Scn *pscn = find_section(elf, ".plt.sec", &psh);
+	if (pscn && psh.sh_type == SHT_PROGBITS) {
+		hdr = 0;
+	} else {
+		pscn = find_section(elf, ".plt", &psh);
+		if (!pscn || psh.sh_type != SHT_PROGBITS)
+			return;
+	}
+	Elf_Scn *dscn = elf_getscn(elf, rsh.sh_link);
+	if (!dscn || !gelf_getshdr(dscn, &dsh) || dsh.sh_entsize == 0)
+		return;
+	Elf_Data *rd = elf_getdata(rscn, NULL), *dd = elf_getdata(dscn, NULL);
+	if (!rd || !dd || psh.sh_size < hdr)
+		return;
+	size_t n = rsh.sh_size / rsh.sh_entsize;
+	size_t slots = (psh.sh_size - hdr) / 16;
+	if (n > slots)
+		n = slots;
+	if (n == 0 || n > MAX_PLT)
+		return;
+	struct pp_buf names = { .max = (size_t)16 << 20 };
+	size_t *offs = calloc(n, sizeof(*offs));
+	char **ptrs = calloc(n, sizeof(*ptrs));
+	if (!offs || !ptrs)
+		goto out;
+	size_t named = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Rela rel;
+		GElf_Sym sym;
+		offs[i] = SIZE_MAX;
+		if (!gelf_getrela(rd, (int)i, &rel) || GELF_R_TYPE(rel.r_info) != jump_slot ||
+		    !gelf_getsym(dd, (int)GELF_R_SYM(rel.r_info), &sym))
+			continue;
+		const char *nm = elf_strptr(elf, dsh.sh_link, sym.st_name);
+		if (!nm || !*nm)
+			continue;
+		offs[i] = names.len;
+		if (pp_buf_printf(&names, "%.*s@plt", 1024, nm) < 0 ||
+		    pp_buf_append(&names, "", 1) < 0) {
+			offs[i] = SIZE_MAX;
+			break;
+		}
+		named++;
+	}
+	if (!named)
+		goto out;
+	f->bytes += n * sizeof(char *) + names.len;
+	f->plt_names = pp_buf_steal(&names, NULL);
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = offs[i] == SIZE_MAX ? NULL : f->plt_names + offs[i];
+	f->plt_name = ptrs;
+	ptrs = NULL;
+	f->plt_start = psh.sh_addr + hdr;
+	f->plt_entsize = 16;
+	f->plt_n = n;
+out:
+	free(offs);
+	free(ptrs);
+	pp_buf_free(&names);
+}
+
+static const char *plt_lookup(const struct sym_file *f, uint64_t vaddr)
+{
+	if (!f->plt_n || vaddr < f->plt_start)
+		return NULL;
+	uint64_t i = (vaddr - f->plt_start) / f->plt_entsize;
+	return i < f->plt_n ? f->plt_name[i] : NULL;
 }
 
 static const struct sym *sym_lookup(const struct sym_file *f, uint64_t vaddr)
@@ -547,8 +710,8 @@ static bool crc_matches(int fd, uint32_t want)
 }
 
 /* Debug file candidate: must have usable content and match id (or crc when no id). */
-static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_len,
-		     bool check_crc, uint32_t crc)
+static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_len, bool check_crc,
+		     uint32_t crc)
 {
 	int fd = pp_sym__open_in_root(pid, path);
 	if (fd < 0)
@@ -573,8 +736,8 @@ static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_l
 }
 
 /* Opens the separate debug file of elf (mapped as path in pid). fd or -errno. */
-static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t *id,
-			   size_t id_len)
+static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t *id, size_t id_len,
+			   char *ret_path, size_t ret_size)
 {
 	pid_t roots[2] = { pid, 0 };
 	char buf[PATH_MAX];
@@ -585,8 +748,10 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 		snprintf(buf, sizeof(buf), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
 		for (int i = 0; i < 2; i++) {
 			int fd = try_debug(roots[i], buf, id, id_len, false, 0);
-			if (fd >= 0)
+			if (fd >= 0) {
+				snprintf(ret_path, ret_size, "%s", buf);
 				return fd;
+			}
 		}
 	}
 
@@ -617,7 +782,8 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	/* dir/link, dir/.debug/link, /usr/lib/debug/dir/link */
-	static const char *const mids[][2] = { { "", "/" }, { "", "/.debug/" },
+	static const char *const mids[][2] = { { "", "/" },
+					       { "", "/.debug/" },
 					       { "/usr/lib/debug", "/" } };
 	for (size_t k = 0; k < ARRAY_SIZE(mids); k++) {
 		int n = snprintf(buf, sizeof(buf), "%s%s%s%s", mids[k][0], dir, mids[k][1], link);
@@ -627,8 +793,10 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 			continue; /* the file itself */
 		for (int i = 0; i < 2; i++) {
 			int fd = try_debug(roots[i], buf, id, id_len, true, crc);
-			if (fd >= 0)
+			if (fd >= 0) {
+				snprintf(ret_path, ret_size, "%s", buf);
 				return fd;
+			}
 		}
 	}
 	return -ENOENT;
@@ -780,8 +948,11 @@ static size_t dwarf_frames(struct sym_file *f, uint64_t vaddr, struct dframe *fr
 		int dline = 0;
 		if (dwarf_decl_line(&cur, &dline) != 0 || dline < 0)
 			dline = 0;
-		fr[n] = (struct dframe){ .name = die_name(&cur), .file = file, .comp_dir = comp_dir,
-					 .line = (uint32_t)line, .start_line = (uint32_t)dline };
+		fr[n] = (struct dframe){ .name = die_name(&cur),
+					 .file = file,
+					 .comp_dir = comp_dir,
+					 .line = (uint32_t)line,
+					 .start_line = (uint32_t)dline };
 		n++;
 		if (tag != DW_TAG_inlined_subroutine)
 			break; /* the physical function */
@@ -808,7 +979,9 @@ static size_t dwarf_frames(struct sym_file *f, uint64_t vaddr, struct dframe *fr
 		free(up);
 	}
 	if (n == 0 && (file || line) && max) {
-		fr[0] = (struct dframe){ .file = file, .comp_dir = comp_dir, .line = (uint32_t)line };
+		fr[0] = (struct dframe){ .file = file,
+					 .comp_dir = comp_dir,
+					 .line = (uint32_t)line };
 		n = 1;
 	}
 	return n;
@@ -826,9 +999,22 @@ static void file_free(struct sym_file *f)
 		elf_end(f->dw_elf);
 	if (f->dw_fd >= 0)
 		close(f->dw_fd);
+	if (f->alt_dw)
+		dwarf_end(f->alt_dw);
+	if (f->alt_elf)
+		elf_end(f->alt_elf);
+	if (f->alt_fd >= 0)
+		close(f->alt_fd);
 	free(f->syms);
 	free(f->names);
 	free(f->cus);
+	free(f->plt_names);
+	free(f->plt_name);
+	if (f->memo) {
+		for (size_t i = 0; i < MEMO_SLOTS; i++)
+			pp_sym_result__free(&f->memo[i].res);
+		free(f->memo);
+	}
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -839,11 +1025,79 @@ static struct sym_file *file_new(void)
 	if (!f)
 		return NULL;
 	f->dw_fd = -1;
+	f->alt_fd = -1;
 	if (pthread_mutex_init(&f->lock, NULL) != 0) {
 		free(f);
 		return NULL;
 	}
 	return f;
+}
+
+/*
+ * dwz moves DWARF shared by several files into one "alt" file named by
+ * .gnu_debugaltlink (path + build id). libdw would look for it in podprof's
+ * root only: find it in the target's root first (the named path, relative
+ * to the DWARF file's directory, then the build-id path), check its build
+ * id, and hand it to libdw. Without it the shared parts stay unresolved.
+ */
+static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(f->dw_elf, ".gnu_debugaltlink", &sh);
+	if (!scn || sh.sh_type == SHT_NOBITS)
+		return;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || d->d_size < 3 || d->d_size > PATH_MAX + PP_BUILD_ID_MAX)
+		return;
+	const char *name = d->d_buf;
+	size_t nl = strnlen(name, d->d_size);
+	if (nl == 0 || nl + 1 >= d->d_size || d->d_size - nl - 1 > PP_BUILD_ID_MAX)
+		return;
+	const uint8_t *id = (const uint8_t *)name + nl + 1;
+	size_t id_len = d->d_size - nl - 1;
+
+	char cand[3][PATH_MAX];
+	size_t nc = 0;
+	if (name[0] == '/') {
+		snprintf(cand[nc++], PATH_MAX, "%s", name);
+	} else if (dwarf_path && dwarf_path[0] == '/') {
+		const char *sl = strrchr(dwarf_path, '/');
+		int n = snprintf(cand[nc], PATH_MAX, "%.*s/%s", (int)(sl - dwarf_path), dwarf_path,
+				 name);
+		if (n > 0 && n < PATH_MAX)
+			nc++;
+	}
+	char hex[2 * PP_BUILD_ID_MAX + 1];
+	pp_buildid__hex(id, id_len, hex);
+	snprintf(cand[nc++], PATH_MAX, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+
+	pid_t roots[2] = { pid, 0 };
+	for (size_t c = 0; c < nc; c++) {
+		for (int r = 0; r < 2; r++) {
+			int fd = try_debug(roots[r], cand[c], id, id_len, false, 0);
+			if (fd < 0)
+				continue;
+			Elf *e = elf_open(fd);
+			Dwarf *dw = e ? dwarf_begin_elf(e, DWARF_C_READ, NULL) : NULL;
+			if (dw && !dwarf_strings_ok(e)) {
+				dwarf_end(dw);
+				dw = NULL;
+			}
+			if (!dw) {
+				if (e)
+					elf_end(e);
+				close(fd);
+				continue;
+			}
+			dwarf_setalt(f->dw, dw);
+			f->alt_fd = fd;
+			f->alt_elf = e;
+			f->alt_dw = dw;
+			f->bytes += dwarf_size(e);
+			return;
+		}
+	}
+	pp_dbg("symbolize: dwz file %s not found for %s", name, dwarf_path ? dwarf_path : "?");
 }
 
 /*
@@ -856,6 +1110,7 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 	Elf *elf = elf_open(fd);
 	Elf *dbg = NULL;
 	int dbg_fd = -1;
+	char dbg_path[PATH_MAX] = "";
 	if (!elf) {
 		f->failed = true;
 		close(fd);
@@ -865,10 +1120,12 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 		f->failed = true;
 		goto out;
 	}
+	load_plt(f, elf);
 	Elf_Scn *symtab = find_section_type(elf, SHT_SYMTAB);
 	uint64_t dsize = dwarf_size(elf);
 	if (!symtab || (!dsize && !no_dwarf)) {
-		dbg_fd = find_debug_file(pid, path, elf, f->build_id, f->build_id_len);
+		dbg_fd = find_debug_file(pid, path, elf, f->build_id, f->build_id_len, dbg_path,
+					 sizeof(dbg_path));
 		if (dbg_fd >= 0) {
 			dbg = elf_open(dbg_fd);
 			if (!dbg) {
@@ -913,6 +1170,7 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 				f->dw_elf = de;
 				f->dw_fd = dfd;
 				f->bytes += ds;
+				attach_alt(f, pid, de == elf ? path : dbg_path);
 				if (de == elf)
 					elf = NULL, fd = -1;
 				else
@@ -981,8 +1239,9 @@ static struct sym_file *cache_find(struct pp_symbolizer *s, const struct pp_map 
 				   const uint8_t *id, size_t id_len)
 {
 	for (struct sym_file *f = s->head; f; f = f->next) {
-		bool match = id_len ? (f->build_id_len == id_len && !memcmp(f->build_id, id, id_len))
-				    : has_key(f, m);
+		bool match =
+			id_len ? (f->build_id_len == id_len && !memcmp(f->build_id, id, id_len))
+			       : has_key(f, m);
 		if (match)
 			return f;
 	}
@@ -1096,11 +1355,11 @@ static struct sym_file *cache_get(struct pp_symbolizer *s, pid_t pid, const stru
 	return nf;
 }
 
-static void cache_put(struct pp_symbolizer *s, struct sym_file *f, uint64_t extra_bytes)
+static void cache_put(struct pp_symbolizer *s, struct sym_file *f, int64_t extra_bytes)
 {
 	pthread_mutex_lock(&s->lock);
 	f->refs--;
-	s->bytes += extra_bytes;
+	s->bytes += (uint64_t)extra_bytes; /* may be negative: wraps back correctly */
 	cache_evict(s);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -1141,6 +1400,8 @@ void pp_symbolizer__free(struct pp_symbolizer *s)
 
 void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret)
 {
+	if (!s || !ret)
+		return;
 	pthread_mutex_lock(&s->lock);
 	*ret = s->st;
 	ret->cache_bytes = s->bytes + pp_ksyms__bytes(s->ksyms) + pp_jitmaps__bytes(s->jit);
@@ -1156,8 +1417,12 @@ static int resolve_in_file(struct sym_file *f, bool no_dwarf, uint64_t vaddr,
 	size_t n = 0;
 	if (!no_dwarf && f->dw)
 		n = dwarf_frames(f, vaddr, fr, MAX_INLINE);
-	if (!sy && (n == 0 || !fr[n - 1].name))
+	if (!sy && (n == 0 || !fr[n - 1].name)) {
+		const char *plt = plt_lookup(f, vaddr);
+		if (plt)
+			return pp_sym__result_one(ret, plt, true);
 		return -ENOENT; /* nothing names this address */
+	}
 
 	if (n == 0) {
 		fr[0] = (struct dframe){ 0 };
@@ -1201,11 +1466,44 @@ static int resolve_in_file(struct sym_file *f, bool no_dwarf, uint64_t vaddr,
 	ret->has_line = has_line;
 	ret->has_inline = n > 1;
 	return 0;
-nomem: {
+nomem : {
 	struct pp_sym_result tmp = { .frames = out, .n = n };
 	pp_sym_result__free(&tmp);
 	return -ENOMEM;
 }
+}
+
+/* resolve_in_file with the answers of DWARF files remembered (f->lock held). */
+static int resolve_memo(struct sym_file *f, bool no_dwarf, uint64_t vaddr,
+			struct pp_sym_result *ret)
+{
+	if (no_dwarf || !f->dw)
+		return resolve_in_file(f, no_dwarf, vaddr, ret);
+	if (!f->memo) {
+		f->memo = calloc(MEMO_SLOTS, sizeof(*f->memo));
+		if (!f->memo)
+			return resolve_in_file(f, no_dwarf, vaddr, ret);
+		f->bytes += MEMO_SLOTS * sizeof(*f->memo);
+	}
+	uint64_t h = vaddr * 0x9e3779b97f4a7c15ull;
+	struct memo *m = &f->memo[(h >> 40) % MEMO_SLOTS];
+	if (m->used && m->vaddr == vaddr)
+		return m->r < 0 ? m->r : result_copy(&m->res, ret);
+	int r = resolve_in_file(f, no_dwarf, vaddr, ret);
+	if (r != 0 && r != -ENOENT)
+		return r;
+	pp_sym_result__free(&m->res);
+	f->bytes -= m->bytes;
+	m->used = false;
+	m->bytes = 0;
+	if (r == 0 && result_copy(ret, &m->res) < 0)
+		return r; /* not remembered */
+	m->vaddr = vaddr;
+	m->used = true;
+	m->r = r;
+	m->bytes = r == 0 ? result_bytes(&m->res) : 0;
+	f->bytes += m->bytes;
+	return r;
 }
 
 int pp_symbolizer__resolve(struct pp_symbolizer *s, pid_t pid, const struct pp_map *m,
@@ -1236,14 +1534,14 @@ int pp_symbolizer__resolve(struct pp_symbolizer *s, pid_t pid, const struct pp_m
 		return -ENOMEM;
 	struct pp_sym_result res = { 0 };
 	int r = -ENOENT;
-	uint64_t extra = 0;
+	int64_t extra = 0;
 	if (!f->failed) {
 		uint64_t vaddr;
 		pthread_mutex_lock(&f->lock);
 		if (off_to_vaddr(f, off, &vaddr)) {
 			uint64_t before = f->bytes;
-			r = resolve_in_file(f, s->no_dwarf, vaddr, &res);
-			extra = f->bytes - before; /* CU table built on demand */
+			r = resolve_memo(f, s->no_dwarf, vaddr, &res);
+			extra = (int64_t)(f->bytes - before); /* CU table, memo */
 		}
 		pthread_mutex_unlock(&f->lock);
 	}

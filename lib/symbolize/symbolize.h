@@ -43,23 +43,23 @@
 struct pp_symbolizer;
 
 struct pp_sym_frame {
-	char *function;     /* demangled; never NULL: "libc.so.6+0x1234" when no symbol covers the address */
-	char *system_name;  /* mangled (or same as function) */
-	char *file;         /* source file or NULL */
-	uint32_t line;      /* 0 = unknown */
-	uint32_t start_line;/* 0 = unknown */
+	char *function; /* demangled; never NULL: "libc.so.6+0x1234" when no symbol covers the address */
+	char *system_name; /* mangled (or same as function) */
+	char *file; /* source file or NULL */
+	uint32_t line; /* 0 = unknown */
+	uint32_t start_line; /* 0 = unknown */
 };
 
 struct pp_sym_result {
 	struct pp_sym_frame *frames; /* innermost inlined function first, physical function last */
-	size_t n;                    /* >= 1 on success */
-	bool has_function;           /* a real symbol was found */
+	size_t n; /* >= 1 on success */
+	bool has_function; /* a real symbol was found */
 	bool has_file, has_line, has_inline;
 };
 
 struct pp_symbolizer_opts {
-	uint64_t cache_bytes;        /* 0 = default 64 MiB */
-	bool no_dwarf;               /* symbols only, skip file:line/inlines */
+	uint64_t cache_bytes; /* 0 = default 64 MiB */
+	bool no_dwarf; /* symbols only, skip file:line/inlines */
 };
 
 struct pp_symbolizer *pp_symbolizer__new(const struct pp_symbolizer_opts *opts);
@@ -82,7 +82,8 @@ int pp_symbolizer__resolve(struct pp_symbolizer *s, pid_t pid, const struct pp_m
  * Text symbols only; a symbol covers up to the next one. Module symbols
  * are named "name [module]".
  */
-int pp_symbolizer__resolve_kernel(struct pp_symbolizer *s, uint64_t addr, struct pp_sym_result *ret);
+int pp_symbolizer__resolve_kernel(struct pp_symbolizer *s, uint64_t addr,
+				  struct pp_sym_result *ret);
 
 /*
  * JIT code from /tmp/perf-PID.map inside the target's root (PID as the

@@ -32,9 +32,11 @@ static void test_demangle(void **state)
 		{ "_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write" },
 		{ "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h1a2b3c4d5e6f7a8bE",
 		  "std::rt::lang_start::{{closure}}" },
-		{ "_ZN60_$LT$alloc..string..String$u20$as$u20$core..fmt..Display$GT$3fmt17h11aa22bb33cc44ddE",
+		{ "_ZN60_$LT$alloc..string..String$u20$as$u20$core..fmt..Display$GT$"
+		  "3fmt17h11aa22bb33cc44ddE",
 		  "<alloc::string::String as core::fmt::Display>::fmt" },
-		{ "_ZN4core3ptr13drop_in_place17h0123456789abcdeE", NULL }, /* 15-digit hash: not Rust */
+		{ "_ZN4core3ptr13drop_in_place17h0123456789abcdeE",
+		  NULL }, /* 15-digit hash: not Rust */
 		{ "_RNvCs1234_7mycrate4main", NULL },
 		{ "_R", NULL },
 		{ "main", NULL },
@@ -48,7 +50,8 @@ static void test_demangle(void **state)
 		char *d = pp_demangle(cases[i].in);
 		if (i == 2) {
 			assert_non_null(d);
-			assert_string_equal(d, "std::vector<int, std::allocator<int> >::push_back(int const&)");
+			assert_string_equal(d, "std::vector<int, std::allocator<int> "
+					       ">::push_back(int const&)");
 		} else if (cases[i].out) {
 			if (!d)
 				fail_msg("%s not demangled", cases[i].in);
@@ -109,7 +112,8 @@ static void test_kallsyms(void **state)
 			assert_non_null(v);
 		}
 		v[n].addr = a;
-		snprintf(v[n].name, sizeof(v[n].name), "%s%s", name, strchr(line, '\t') ? "\t" : "");
+		snprintf(v[n].name, sizeof(v[n].name), "%s%s", name,
+			 strchr(line, '\t') ? "\t" : "");
 		n++;
 	}
 	fclose(f);
@@ -325,7 +329,10 @@ static void test_anon(void **state)
 	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &m, NULL, 0, 0x1800, &res), -ENOENT);
 	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &m, NULL, 0, 0x2000, &res), -EINVAL);
 	/* a path that cannot be opened: fallback name, 0 */
-	struct pp_map g = { .start = 0x1000, .end = 0x2000, .offset = 0x3000, .inode = 12345,
+	struct pp_map g = { .start = 0x1000,
+			    .end = 0x2000,
+			    .offset = 0x3000,
+			    .inode = 12345,
 			    .path = (char *)"/nonexistent/libgone.so.1" };
 	assert_int_equal(pp_symbolizer__resolve(s, getpid(), &g, NULL, 0, 0x1010, &res), 0);
 	assert_string_equal(res.frames[0].function, "libgone.so.1+0x3010");
@@ -342,8 +349,8 @@ static void test_anon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_demangle),   cmocka_unit_test(test_kallsyms),
-		cmocka_unit_test(test_perf_map),   cmocka_unit_test(test_corrupt_elf),
+		cmocka_unit_test(test_demangle), cmocka_unit_test(test_kallsyms),
+		cmocka_unit_test(test_perf_map), cmocka_unit_test(test_corrupt_elf),
 		cmocka_unit_test(test_anon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
