@@ -909,6 +909,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 				      .max_pause_ms = a->cfg->threads.max_pause_ms };
 	uint64_t pcs[MAX_PCS];
 
+	unw_sweep(a, &a->unw[C_SNAPSHOT]); /* drop unwinders of exited processes */
 	if (!out)
 		pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 	for (size_t p = 0; p < np; p++) {

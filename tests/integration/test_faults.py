@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Targets that misbehave under podprof's feet: they exit or are killed
+mid-window, exec another binary, fork hundreds of children, map and unmap
+a library in a loop, and start and end threads. podprof keeps serving valid
+profiles, picks up new processes, and leaks no file descriptors."""
+import os
+import signal
+import threading
+import time
+
+from harness import Podprof, Workload, check, count_fds, frames, leaf_function, run
+
+SPIN = os.environ.get("WL_SPIN")
+DLCHURN = os.environ.get("WL_DLCHURN")
+CHURNLIB = os.environ.get("WL_CHURNLIB")
+DEMO = os.environ.get("WL_DEMO")
+
+
+def kernel_fds(pid):
+    """perf events, BPF links and other kernel objects podprof holds (not
+    the ELF files its bounded symbol and unwind caches keep open)."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("anon_inode:"):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def names(prof):
+    out = set()
+    for s in prof["samples"]:
+        out.update(f for f in frames(prof, s) if isinstance(f, str))
+    return out
+
+
+def test_killed_mid_window():
+    wl = Workload([SPIN, "2"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199")
+    base_fds = kernel_fds(pp.p.pid)
+    res = {}
+    t = threading.Thread(target=lambda: res.update(p=pp.profile("/debug/pprof/profile?seconds=3")))
+    t.start()
+    time.sleep(1.2)
+    wl.p.send_signal(signal.SIGKILL)
+    wl.p.wait()
+    t.join()
+    prof = res["p"]
+    check(sum(s["values"][0] for s in prof["samples"]) > 50, "samples before the kill lost")
+    check("hot_a" in names(prof), "names of the dead process lost")
+    pp.wait_log(r"target: pid %d .*exited" % wl.pid, timeout=10)
+    for kind in ("heap", "allocs", "goroutine", "block", "mutex", "threadcreate"):
+        pp.profile("/debug/pprof/" + kind)
+    time.sleep(0.5)
+    check(kernel_fds(pp.p.pid) < base_fds, "kernel fds %d after exit, %d before" % (kernel_fds(pp.p.pid), base_fds))
+    pp.stop()
+
+
+def test_exec():
+    # A shell that execs the spin workload after a second: same pid, new image.
+    wl = Workload(["sh", "-c", "sleep 1; exec %s 1" % SPIN], wait_line=False)
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199",
+                 "--set", "discovery.interval_ms=200")
+    time.sleep(1.8)
+    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    check({"hot_a", "hot_b", "worker_loop"} <= names(prof), "after exec: %s" % sorted(names(prof))[:30])
+    check("exec'd" in pp.log_text(), "exec not noticed:\n" + pp.log_text()[-1000:])
+    pp.stop()
+
+
+def test_fork_storm():
+    # 300 short-lived children (each one a new process to discover, attach and drop).
+    script = "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done; exec %s 1" % SPIN
+    wl = Workload(["sh", "-c", script], wait_line=False)
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199",
+                 "--set", "discovery.interval_ms=100")
+    base_fds = kernel_fds(pp.p.pid)
+    prof = pp.profile("/debug/pprof/profile?seconds=3")
+    check(pp.alive(), "podprof died")
+    heap = pp.profile("/debug/pprof/heap")
+    time.sleep(1.5)
+    m = pp.metrics()
+    check(m["podprof_targets"] <= 3, "targets not dropped: %s" % m["podprof_targets"])
+    check(kernel_fds(pp.p.pid) <= base_fds + 2, "fd leak: %d -> %d" % (base_fds, kernel_fds(pp.p.pid)))
+    check(count_fds(pp.p.pid) < 200, "%d fds open" % count_fds(pp.p.pid))
+    check("hot_a" in names(pp.profile("/debug/pprof/profile?seconds=1")), "spin after the storm not sampled")
+    pp.stop()
+
+
+def test_library_unmapped_and_threads_churn():
+    wl = Workload([DLCHURN, CHURNLIB])
+    pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=499")
+    prof = pp.profile("/debug/pprof/profile?seconds=3")
+    n = names(prof)
+    check("churn_work" in n, "code of the dlopen'ed library not named: %s" % sorted(n)[:30])
+    check("short_thread" in n, "short-lived threads not sampled: %s" % sorted(n)[:30])
+    for _ in range(3):
+        pp.profile("/debug/pprof/goroutine")
+    pp.profile("/debug/pprof/heap")
+    check(pp.alive(), "podprof died")
+    m = pp.metrics()
+    check(m["podprof_unwind_errors_total"] < 0.05 * max(1, m["podprof_unwinds_total"]),
+          "unwind errors %s of %s" % (m["podprof_unwind_errors_total"], m["podprof_unwinds_total"]))
+    pp.stop()
+
+
+if __name__ == "__main__":
+    run([test_killed_mid_window, test_exec, test_fork_storm, test_library_unmapped_and_threads_churn])
