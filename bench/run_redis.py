@@ -18,7 +18,7 @@ from `bpftool prog show` (the uprobe trap and return-probe costs are not in
 run_time_ns; they show as the difference between the measured per-call cost
 and the BPF time).
 
-usage: bench/run_redis.py [BUILD_DIR [REPS]]   (defaults build-bench 5)
+usage: bench/run_redis.py [BUILD_DIR [REPS]]   (defaults build-bench 3)
 """
 import json
 import os
@@ -33,17 +33,19 @@ from benchlib import Podprof, free_port, loadavg, prioritize, machine_line, medi
 NICE = prioritize()
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
-reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 PODPROF = os.path.join(build, "cmd/podprof/podprof")
 TESTS = "set,get,lpush,lpop,hset"
-WORKLOADS = [("-P 16", ["-P", "16", "-n", "400000"]), ("-P 1", ["-n", "40000"])]
+# (name, arguments, -n unprofiled, -n profiled): podprof slows redis down so
+# much that its runs use fewer requests (req/s does not depend on -n here).
+WORKLOADS = [("-P 16", ["-P", "16"], 400000, 40000), ("-P 1", [], 40000, 10000)]
 BPFTOOL = "/usr/sbin/bpftool"
 
 
-def redis_benchmark(port, extra):
+def redis_benchmark(port, extra, n):
     """Total requests / total seconds over all tests, and per-test rps."""
     args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-d", "64",
-            "-r", "100000", "-t", TESTS, "--csv"] + extra
+            "-r", "100000", "-t", TESTS, "--csv", "-n", str(n)] + extra
     t0 = time.monotonic()
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     wall = time.monotonic() - t0
@@ -51,7 +53,6 @@ def redis_benchmark(port, extra):
     for line in out.splitlines()[1:]:
         f = [x.strip('"') for x in line.split(",")]
         per[f[0]] = float(f[1])
-    n = int(extra[extra.index("-n") + 1])
     # Aggregate throughput: requests over the time the tests took (from the
     # per-test rps, so client start-up is not counted).
     busy = sum(n / r for r in per.values())
@@ -72,11 +73,11 @@ def start_redis():
     raise RuntimeError("redis-server did not start")
 
 
-def run_plain(rs, port, extra):
-    return redis_benchmark(port, extra)
+def run_plain(rs, port, extra, n, _n):
+    return redis_benchmark(port, extra, n)
 
 
-def run_podprof(rs, port, extra, cpu_window=0):
+def run_podprof(rs, port, extra, _n, n, cpu_window=0):
     pp = Podprof(PODPROF, rs.pid, [])
     try:
         bad = [x.strip() for x in pp.log if "heap:" in x and ("warn" in x or "error" in x)]
@@ -90,7 +91,7 @@ def run_podprof(rs, port, extra, cpu_window=0):
                                   args=("/debug/pprof/profile?seconds=%d" % cpu_window,),
                                   daemon=True)
             th.start()
-        r = redis_benchmark(port, extra)
+        r = redis_benchmark(port, extra, n)
         if th:
             th.join()
         m1 = pp.metrics()
@@ -119,7 +120,7 @@ def bpf_progs_of(pid):
     return progs
 
 
-def breakdown(rs, port, extra):
+def breakdown(rs, port, extra, n):
     """One run with BPF statistics on: where podprof's cost per request goes."""
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         old = f.read().strip()
@@ -130,7 +131,7 @@ def breakdown(rs, port, extra):
         time.sleep(1.0)
         m0 = pp.metrics()
         b0 = bpf_progs_of(pp.pid)
-        r = redis_benchmark(port, extra)
+        r = redis_benchmark(port, extra, n)
         b1 = bpf_progs_of(pp.pid)
         m1 = pp.metrics()
         heap = pp.get("/debug/pprof/heap?debug=1").decode(errors="replace")
@@ -161,18 +162,18 @@ def main():
     configs = [("unprofiled", run_plain),
                ("podprof default (heap + off-CPU)", run_podprof),
                ("podprof default + 99 Hz CPU window (3 s)",
-                lambda rs, port, extra: run_podprof(rs, port, extra, cpu_window=3))]
+                lambda *a: run_podprof(*a, cpu_window=3))]
     rs, port = start_redis()
     try:
         print("# %s, nice %d, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
               (machine_line(), NICE, loadavg(), rs.pid, port, reps))
-        redis_benchmark(port, ["-P", "16", "-n", "100000"])  # warm up, populate keys
-        for wname, extra in WORKLOADS:
+        redis_benchmark(port, ["-P", "16"], 200000)  # warm up, populate keys
+        for wname, extra, n_plain, n_prof in WORKLOADS:
             res = {name: [] for name, _ in configs}
             for r in range(reps):
                 rep = {}
                 for name, fn in rotated(configs, r):
-                    rep[name] = fn(rs, port, extra)
+                    rep[name] = fn(rs, port, extra, n_plain, n_prof)
                     print("%s rep %d %-44s %.0f req/s %s" %
                           (wname, r, name, rep[name]["rps"],
                            " ".join("%s=%.4g" % (k, v) for k, v in rep[name].items()
@@ -181,7 +182,8 @@ def main():
                 for name in rep:
                     rep[name]["ratio"] = rep[name]["rps"] / rep["unprofiled"]["rps"]
                     res[name].append(rep[name])
-            print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s\n" % (TESTS, " ".join(extra)))
+            print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s -n %d (unprofiled) / %d "
+                  "(podprof)\n" % (TESTS, " ".join(extra), n_plain, n_prof))
             print("| configuration | req/s (median) | throughput ratio (range) | heap events "
                   "per request | podprof CPU per request | podprof RSS |")
             print("|---|---|---|---|---|---|")
@@ -196,7 +198,7 @@ def main():
                 print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %s | %s |" %
                       (name, median(x["rps"] for x in rr), median(ratios), min(ratios),
                        max(ratios), ev, cpu, rss))
-        breakdown(rs, port, WORKLOADS[0][1])
+        breakdown(rs, port, WORKLOADS[0][1], WORKLOADS[0][3])
         print("\nloadavg after: %s" % loadavg())
     finally:
         rs.terminate()

@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "config/config.h"
 #include "podprof-config.h"
+#include "util/caps.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -440,6 +441,39 @@ static int cmd_healthcheck(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/*
+ * Give up every capability podprof does not use, before any thread starts
+ * (capabilities are per thread; new threads inherit the caller's). Kept:
+ * BPF and PERFMON (probes, perf events), SYS_PTRACE (/proc/PID/{mem,root,maps},
+ * thread snapshots), CHECKPOINT_RESTORE (/proc/PID/map_files), SYSLOG
+ * (kernel addresses in /proc/kallsyms), DAC_READ_SEARCH (application files
+ * that are not world-readable); SYS_ADMIN only where BPF or PERFMON is
+ * missing (kernels before 5.8, where it stands in for both).
+ */
+static void drop_capabilities(void)
+{
+	uint64_t eff = 0, kept = 0;
+	char before[256], after[256];
+
+	if (pp_caps__effective(&eff) < 0)
+		return;
+	uint64_t keep = (1ull << PP_CAP_BPF) | (1ull << PP_CAP_PERFMON) |
+			(1ull << PP_CAP_SYS_PTRACE) | (1ull << PP_CAP_CHECKPOINT_RESTORE) |
+			(1ull << PP_CAP_SYSLOG) | (1ull << PP_CAP_DAC_READ_SEARCH);
+	if (!(eff & (1ull << PP_CAP_BPF)) || !(eff & (1ull << PP_CAP_PERFMON)))
+		keep |= 1ull << PP_CAP_SYS_ADMIN;
+	if (!(eff & ~keep))
+		return;
+	int r = pp_caps__restrict(keep, &kept);
+	pp_caps__format(eff, before, sizeof(before));
+	pp_caps__format(kept, after, sizeof(after));
+	if (r < 0)
+		pp_warn("could not drop unused capabilities: %s; running with %s", strerror(-r),
+			before);
+	else
+		pp_info("capabilities: kept %s; dropped the rest", after);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
@@ -472,6 +506,7 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	install_signals();
+	drop_capabilities();
 	if (pp_agent__start(a) < 0) {
 		pp_agent__free(a);
 		free(token);

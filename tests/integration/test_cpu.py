@@ -38,8 +38,9 @@ def check_spin(path, seconds=4):
     dur = prof["duration_nanos"] / 1e9
     check(abs(dur - seconds) < 1.0, "duration %.2f s for a %d s window" % (dur, seconds))
     n = sum(s["values"][0] for s in prof["samples"])
-    # Two threads each want a whole CPU; on 2 shared cores expect at least a quarter of that.
-    check(n > 0.25 * 2 * HZ * seconds, "only %d samples in %d s at %d Hz" % (n, seconds, HZ))
+    # Two threads each want a whole CPU; the 2 cores are shared with whatever
+    # else runs, so only ask for a tenth of that (the fractions below are what count).
+    check(n > 0.1 * 2 * HZ * seconds, "only %d samples in %d s at %d Hz" % (n, seconds, HZ))
     for s in prof["samples"]:
         check(s["values"][1] == s["values"][0] * prof["period"], "cpu value != samples * period")
     # Fractions per leaf function.

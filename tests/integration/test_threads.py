@@ -36,9 +36,15 @@ def test_goroutine_dump():
     wl, pp = start()
     time.sleep(1.0)
     before = stats(wl)["spin"]
-    st, hdr, body = pp.request("/debug/pprof/goroutine?debug=2")
-    check(st == 200, "debug=2 status %d" % st)
-    dump = body.decode()
+    # The contender alternates between waiting for the lock and resting:
+    # take dumps until one catches it waiting.
+    for _ in range(10):
+        st, hdr, body = pp.request("/debug/pprof/goroutine?debug=2")
+        check(st == 200, "debug=2 status %d" % st)
+        dump = body.decode()
+        if "contend_lock(" in dump:
+            break
+        time.sleep(0.13)
     # Each thread in its place, with the right state.
     blocks = dump.split("\n\n")
 
