@@ -10,13 +10,16 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libyaml-dev libmicrohttpd-dev
   # tests
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev
-  libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip nodejs npm
+  libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip
   curl libc6-dbg dwz g++
 )
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm (for the manifest checks): Debian's, unless a node is already there.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -151,12 +151,18 @@ struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_h
 		r = t->ncpus ? t->ncpus : -EINVAL;
 		goto fail;
 	}
-	r = open_load(t, true);
-	if (r < 0) {
+	if (t->opts.no_session) {
+		snprintf(t->session_reason, sizeof(t->session_reason), "disabled by option");
+		t->session = SESSION_NO;
+	}
+	r = t->opts.no_session ? -EOPNOTSUPP : open_load(t, true);
+	if (r < 0 && !t->opts.no_session) {
 		snprintf(t->session_reason, sizeof(t->session_reason),
 			 "uprobe session program rejected at load (%s); using uretprobes",
 			 strerror(-r));
 		t->session = SESSION_NO;
+	}
+	if (r < 0) {
 		r = open_load(t, false);
 		if (r < 0)
 			goto fail;
@@ -615,6 +621,7 @@ void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret)
 	ret->live_table_full = drop_sum(t, HEAP_CNT_LIVE_FULL);
 	ret->stack_read_errors = drop_sum(t, HEAP_CNT_STACK_ERR);
 	ret->attach_errors = t->attach_errors;
+	ret->nested = drop_sum(t, HEAP_CNT_NESTED);
 	for (size_t i = 0; i < HEAP_MAX_PROCS; i++)
 		ret->procs += t->procs[i] != NULL;
 	pthread_mutex_unlock(&t->lock);

@@ -43,6 +43,7 @@ struct pp_heap_opts {
 	unsigned stack_bytes;
 	double budget_percent;      /* of one CPU */
 	enum pp_heap_policy over_budget;
+	bool no_session;            /* appended: never try the uprobe session (tests, diagnostics) */
 };
 
 struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_heap_event_fn fn,
@@ -71,6 +72,7 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 
 struct pp_heap_stats {
 	uint64_t events, ringbuf_drops, live_table_full, stack_read_errors, attach_errors, procs;
+	uint64_t nested;            /* appended: calls skipped as nested in another allocator call */
 };
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);
 void pp_heap_tracer__free(struct pp_heap_tracer *t);

@@ -119,7 +119,8 @@ static void fuzz_ring(const uint8_t *data, size_t size)
 		fuzz_check(n >= 0 || n == -EINVAL);
 		if (n <= 0)
 			break;
-		fuzz_check((size_t)n >= sizeof(struct perf_event_header) && (uint64_t)n <= ring_size);
+		fuzz_check((size_t)n >= sizeof(struct perf_event_header));
+		fuzz_check((uint64_t)n <= ring_size);
 		fuzz_check(inside(rec, (size_t)n, ring, ring_size) ||
 			   inside(rec, (size_t)n, scratch, sizeof(scratch)));
 		parse(rec, (size_t)n, &fmt);

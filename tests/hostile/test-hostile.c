@@ -206,8 +206,9 @@ static void test_buildid_expected(void **state)
 		{ "ok-synth64-align8", "0102030405060708090a0b0c0d0e0f1011121314" },
 		{ "ok-synth64-other-notes-first", "1111111111111111111111111111111111111111" },
 		{ "ok-synth64-id-1-byte", "01" },
-		{ "ok-synth64-id-64-bytes", "0202020202020202020202020202020202020202020202020202020202020202"
-					    "0202020202020202020202020202020202020202020202020202020202020202" },
+		{ "ok-synth64-id-64-bytes",
+		  "0202020202020202020202020202020202020202020202020202020202020202"
+		  "0202020202020202020202020202020202020202020202020202020202020202" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -278,18 +279,21 @@ static void mapped_stop(struct mapped *m)
 	waitpid(m->pid, NULL, 0);
 }
 
-/* PCs worth trying in view v: start, a few inside, the last byte. */
+/*
+ * Addresses worth trying in each view: the start, every 0x20 bytes of the
+ * first 5 KiB (the base's .text is around 0x1000-0x1400, so its functions
+ * are hit), the middle and the last byte.
+ */
+#define MAX_PROBES 400
 static size_t probe_addrs(const struct mapped *m, uint64_t *out, size_t max)
 {
-	static const uint64_t offs[] = { 0, 0x40, 0x1000, 0x1040, 0x1100, 0x1180, 0x2000 };
 	size_t n = 0;
 
 	for (int v = 0; v < 2; v++) {
 		if (!m->len[v])
 			continue;
-		for (size_t i = 0; i < ARRAY_SIZE(offs) && n < max; i++)
-			if (offs[i] < m->len[v])
-				out[n++] = m->addr[v] + offs[i];
+		for (uint64_t off = 0; off < 0x1400 && off < m->len[v] && n < max; off += 0x20)
+			out[n++] = m->addr[v] + off;
 		if (n < max)
 			out[n++] = m->addr[v] + m->len[v] / 2;
 		if (n < max)
@@ -327,7 +331,7 @@ static bool fd_open_on(const char *path)
 static void unwind_worker(const char *file)
 {
 	struct mapped m;
-	uint64_t pcs[64], addrs[32], stack[256];
+	uint64_t pcs[64], addrs[MAX_PROBES], stack[256];
 	size_t n_addrs;
 
 	if (mapped_start(file, &m) < 0)
@@ -391,7 +395,7 @@ static void symbolize_worker(const char *file)
 	struct pp_maps maps = { 0 };
 	uint8_t id[PP_BUILD_ID_MAX];
 	size_t id_len = 0;
-	uint64_t addrs[32];
+	uint64_t addrs[MAX_PROBES];
 	struct mapped m;
 	size_t n_addrs;
 	int fd;
@@ -418,16 +422,19 @@ static void symbolize_worker(const char *file)
 			struct pp_sym_result res = { 0 };
 
 			if (!mp || !mp->path)
-				worker_fail(file, "mapping of %#lx not in maps", (unsigned long)addrs[i]);
+				worker_fail(file, "mapping of %#lx not in maps",
+					    (unsigned long)addrs[i]);
 			/* with and without the build id the caller would pass */
 			int r = pp_symbolizer__resolve(s, m.pid, mp, (i & 1) ? id : NULL,
 						       (i & 1) ? id_len : 0, addrs[i], &res);
 			if (r < 0)
-				worker_fail(file, "resolve %#lx: %s (a file-backed mapping must get "
-					    "at least the fallback name)",
+				worker_fail(file,
+					    "resolve %#lx: %s (a file mapping must get at least "
+					    "the fallback name)",
 					    (unsigned long)addrs[i], strerror(-r));
 			if (res.n < 1 || !res.frames)
-				worker_fail(file, "resolve %#lx: no frames", (unsigned long)addrs[i]);
+				worker_fail(file, "resolve %#lx: no frames",
+					    (unsigned long)addrs[i]);
 			for (size_t k = 0; k < res.n; k++) {
 				if (!res.frames[k].function || !res.frames[k].function[0])
 					worker_fail(file, "resolve %#lx: frame %zu has no name",
@@ -470,8 +477,8 @@ static void test_symbolize_base(void **state)
 		struct pp_sym_result res = { 0 };
 
 		assert_non_null(mp);
-		if (pp_symbolizer__resolve(s, m.pid, mp, NULL, 0, a, &res) == 0 && res.has_function &&
-		    strcmp(res.frames[res.n - 1].function, "hostile_mid") == 0)
+		if (pp_symbolizer__resolve(s, m.pid, mp, NULL, 0, a, &res) == 0 &&
+		    res.has_function && strcmp(res.frames[res.n - 1].function, "hostile_mid") == 0)
 			found = true;
 		pp_sym_result__free(&res);
 	}

@@ -26,6 +26,8 @@
 #include "unwind/unwind.h"
 
 static const char *wl_glibc, *wl_jemalloc, *wl_musl;
+/* The child of the running test, killed by the teardown if it fails. */
+static pid_t cur_child;
 
 #define R_DEFAULT 524288.0
 
@@ -43,6 +45,7 @@ struct ctx {
 	struct live_ent *ht;
 	uint64_t allocs_by_size[5], frees_by_size[5];
 	uint64_t allocs, frees, bad_pid;
+	uint64_t other_sizes[16][2];
 	uint64_t site_a, main_fn;
 	struct pp_unwinder *unw;
 	unsigned unwound, through_site_a, through_main;
@@ -86,6 +89,15 @@ static void on_event(void *arg, const struct pp_heap_event *ev)
 	if (ev->type == PP_HEAP_ALLOC) {
 		c->allocs++;
 		c->allocs_by_size[size_idx(ev->size)]++;
+		if (size_idx(ev->size) == 4) {
+			for (int i = 0; i < 16; i++) {
+				if (c->other_sizes[i][0] == ev->size || !c->other_sizes[i][1]) {
+					c->other_sizes[i][0] = ev->size;
+					c->other_sizes[i][1]++;
+					break;
+				}
+			}
+		}
 		e = ht_find(c->ht, ev->addr, true);
 		if (e) {
 			e->addr = ev->addr;
@@ -199,12 +211,28 @@ static void spawn(struct child *ch, const char *path, const char *mode)
 	}
 	close(p[1]);
 	ch->out = p[0];
+	cur_child = ch->pid;
+}
+
+
+static int teardown(void **state)
+{
+	int st;
+
+	(void)state;
+	if (cur_child > 0) {
+		kill(cur_child, SIGKILL);
+		waitpid(cur_child, &st, 0);
+		cur_child = 0;
+	}
+	return 0;
 }
 
 static void reap(struct child *ch)
 {
 	int st;
 
+	cur_child = 0;
 	kill(ch->pid, SIGKILL);
 	waitpid(ch->pid, &st, 0);
 	close(ch->out);
@@ -216,13 +244,15 @@ struct run {
 	double rate;
 	const char *want_allocator; /* prefix */
 	bool unwind;
+	bool no_session;
+	double budget;              /* > 0: pause policy with this budget, expect a pause */
 };
 
 static void run_workload(const struct run *rn)
 {
 	struct pp_heap_opts o = { .sample_rate = (uint64_t)rn->rate, .max_live = 1u << 18,
 				  .stack_bytes = 16384, .budget_percent = 100,
-				  .over_budget = PP_HEAP_POLICY_WARN };
+				  .over_budget = PP_HEAP_POLICY_WARN, .no_session = rn->no_session };
 	struct ctx *c = calloc(1, sizeof(*c));
 	struct pp_heap_proc_stats ps;
 	struct pp_heap_stats hs;
@@ -234,6 +264,10 @@ static void run_workload(const struct run *rn)
 	uint64_t n;
 
 	assert_non_null(c);
+	if (rn->budget > 0) {
+		o.budget_percent = rn->budget;
+		o.over_budget = PP_HEAP_POLICY_PAUSE;
+	}
 	c->ht = calloc(HT_SIZE, sizeof(*c->ht));
 	assert_non_null(c->ht);
 	fds0 = count_fds();
@@ -253,6 +287,7 @@ static void run_workload(const struct run *rn)
 		      ps.session ? "session" : "uretprobe", pp_heap_tracer__session_reason(t));
 	assert_true(strncmp(ps.allocator, rn->want_allocator, strlen(rn->want_allocator)) == 0);
 	assert_true(ps.probes >= 6);
+	assert_int_equal(ps.session, !rn->no_session);
 	if (rn->unwind)
 		c->unw = pp_unwinder__new(ch.pid, &(struct pp_unwinder_opts){ 0 });
 
@@ -272,6 +307,10 @@ static void run_workload(const struct run *rn)
 		      " events %" PRIu64 " drops rb %" PRIu64 " live %" PRIu64 " stack %" PRIu64 "\n",
 		      ps.mallocs, ps.frees, ps.alloc_bytes, ps.sampled, hs.events,
 		      hs.ringbuf_drops, hs.live_table_full, hs.stack_read_errors);
+	print_message("  nested %" PRIu64 ", other sizes:", hs.nested);
+	for (int i = 0; i < 16 && c->other_sizes[i][1]; i++)
+		print_message(" %" PRIu64 "x%" PRIu64, c->other_sizes[i][0], c->other_sizes[i][1]);
+	print_message("\n");
 	assert_int_equal(c->bad_pid, 0);
 	assert_int_equal(hs.ringbuf_drops, 0);
 	assert_int_equal(hs.live_table_full, 0);
@@ -295,6 +334,13 @@ static void run_workload(const struct run *rn)
 		assert_int_equal(c->allocs_by_size[2], n_c);
 		assert_int_equal(c->frees_by_size[2], n_c);
 		assert_int_equal(c->allocs_by_size[3], 1);
+		for (int i = 0; i < 16; i++) {
+			uint64_t sz = c->other_sizes[i][0];
+
+			if (sz == 1111 || sz == 2224 || sz == 3333 || sz == 4444 ||
+			    (sz >= 10001 && sz <= 10010))
+				assert_int_equal(c->other_sizes[i][1], 1);
+		}
 		assert_int_equal(ps.sampled, c->allocs);
 		assert_true(live_estimate(c, SZ_A, 1, &n) == (double)n_a * SZ_A);
 		assert_true(live_estimate(c, SZ_B, 1, &n) == (double)n_b * SZ_B);
@@ -334,6 +380,19 @@ static void run_workload(const struct run *rn)
 		pp_unwinder__free(c->unw);
 	}
 
+	if (rn->budget > 0) {
+		/* ~34k calls in about a second is far above a 0.1% budget: the
+		 * next rate tick (every second) must pause the process. */
+		for (int i = 0; i < 30 && !ps.paused; i++) {
+			assert_true(pp_heap_tracer__poll(t, 100) >= 0);
+			assert_int_equal(pp_heap_tracer__proc_stats(t, ch.pid, &ps), 0);
+		}
+		print_message("  est. overhead %.2f%% at %.0f calls/s: over %d paused %d\n",
+			      ps.est_overhead_percent, ps.calls_per_sec, ps.over_budget, ps.paused);
+		assert_true(ps.over_budget && ps.paused);
+		assert_true(count_fds() < fds1 + 2); /* links released, pidfd kept */
+	}
+
 	/* Detach releases every fd the attach took. */
 	assert_int_equal(pp_heap_tracer__detach(t, ch.pid), 0);
 	assert_int_equal(pp_heap_tracer__detach(t, ch.pid), -ENOENT);
@@ -348,13 +407,29 @@ static void run_workload(const struct run *rn)
 static void test_glibc_exact(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ wl_glibc, "small", 1, "libc.so.6", true });
+	run_workload(&(struct run){ .path = wl_glibc, .mode = "small", .rate = 1,
+				    .want_allocator = "libc.so.6", .unwind = true });
+}
+
+static void test_glibc_uretprobe(void **state)
+{
+	(void)state;
+	run_workload(&(struct run){ .path = wl_glibc, .mode = "small", .rate = 1,
+				    .want_allocator = "libc.so.6", .unwind = true, .no_session = true });
+}
+
+static void test_budget_pause(void **state)
+{
+	(void)state;
+	run_workload(&(struct run){ .path = wl_glibc, .mode = "full", .rate = R_DEFAULT,
+				    .want_allocator = "libc.so.6", .unwind = false, .budget = 0.1 });
 }
 
 static void test_glibc_sampled(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ wl_glibc, "full", R_DEFAULT, "libc.so.6", false });
+	run_workload(&(struct run){ .path = wl_glibc, .mode = "full", .rate = R_DEFAULT,
+				    .want_allocator = "libc.so.6", .unwind = false });
 }
 
 static void test_jemalloc(void **state)
@@ -362,8 +437,10 @@ static void test_jemalloc(void **state)
 	(void)state;
 	if (!wl_jemalloc)
 		skip();
-	run_workload(&(struct run){ wl_jemalloc, "small", 1, "libjemalloc.so.2", false });
-	run_workload(&(struct run){ wl_jemalloc, "full", R_DEFAULT, "libjemalloc.so.2", false });
+	run_workload(&(struct run){ .path = wl_jemalloc, .mode = "small", .rate = 1,
+				    .want_allocator = "libjemalloc.so.2", .unwind = false });
+	run_workload(&(struct run){ .path = wl_jemalloc, .mode = "full", .rate = R_DEFAULT,
+				    .want_allocator = "libjemalloc.so.2", .unwind = false });
 }
 
 static void test_musl_static(void **state)
@@ -371,8 +448,10 @@ static void test_musl_static(void **state)
 	(void)state;
 	if (!wl_musl)
 		skip();
-	run_workload(&(struct run){ wl_musl, "small", 1, "static:", false });
-	run_workload(&(struct run){ wl_musl, "full", R_DEFAULT, "static:", false });
+	run_workload(&(struct run){ .path = wl_musl, .mode = "small", .rate = 1,
+				    .want_allocator = "static:", .unwind = false });
+	run_workload(&(struct run){ .path = wl_musl, .mode = "full", .rate = R_DEFAULT,
+				    .want_allocator = "static:", .unwind = false });
 }
 
 /* Dead pid, and a target that dies while attached. */
@@ -395,6 +474,7 @@ static void test_exit(void **state)
 	assert_true(child_line(&ch, "waiting", 10000, NULL, 0));
 	kill(ch.pid, SIGKILL);
 	waitpid(ch.pid, &st, 0);
+	cur_child = 0;
 	assert_int_equal(pp_heap_tracer__attach(t, ch.pid), -ESRCH);
 	close(ch.out);
 
@@ -407,6 +487,7 @@ static void test_exit(void **state)
 	assert_true(pp_heap_tracer__poll(t, 20) >= 0);
 	kill(ch.pid, SIGKILL);
 	waitpid(ch.pid, &st, 0);
+	cur_child = 0;
 	for (int i = 0; i < 30; i++) {
 		assert_true(pp_heap_tracer__poll(t, 50) >= 0);
 		assert_int_equal(pp_heap_tracer__proc_stats(t, ch.pid, &ps), 0);
@@ -425,11 +506,13 @@ static void test_exit(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_glibc_exact),
-		cmocka_unit_test(test_glibc_sampled),
-		cmocka_unit_test(test_jemalloc),
-		cmocka_unit_test(test_musl_static),
-		cmocka_unit_test(test_exit),
+		cmocka_unit_test_teardown(test_glibc_exact, teardown),
+		cmocka_unit_test_teardown(test_glibc_sampled, teardown),
+		cmocka_unit_test_teardown(test_glibc_uretprobe, teardown),
+		cmocka_unit_test_teardown(test_budget_pause, teardown),
+		cmocka_unit_test_teardown(test_jemalloc, teardown),
+		cmocka_unit_test_teardown(test_musl_static, teardown),
+		cmocka_unit_test_teardown(test_exit, teardown),
 	};
 
 	for (int i = 1; i < argc; i++) {

@@ -90,14 +90,20 @@ NOINLINE void site_aligned(void)
 {
 	void *p = NULL;
 
+	/* Every result goes to sink: the compiler may drop an unused
+	 * malloc/free pair (aligned_alloc is a builtin). */
 	if (posix_memalign(&p, 64, 1111) != 0)
 		abort();
+	sink += (unsigned long)p;
 	free(p);
 	p = aligned_alloc(16, 2224);
+	sink += (unsigned long)p;
 	free(p);
 	p = memalign(128, 3333);
+	sink += (unsigned long)p;
 	free(p);
 	p = valloc(4444);
+	sink += (unsigned long)p;
 	free(p);
 }
 
