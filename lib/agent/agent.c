@@ -1234,6 +1234,8 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.", ss.dropped_stacks);
 	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.", ss.dropped_live);
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
+	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
+	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
 	if (a->cpu) {
 		struct pp_cpu_stats cs;
 		pp_cpu_sampler__stats(a->cpu, &cs);

@@ -41,8 +41,19 @@ def run_sites(path, extra=()):
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().strip()
     check(line == "ready", "workload said %r" % line)
-    time.sleep(1.5)  # podprof polls the ring buffer without wakeups
+    settle(pp)
     return wl, pp
+
+
+def settle(pp, timeout=20):
+    """podprof drains the ring buffer without wakeups: wait until the
+    stored heap samples stop changing."""
+    last, same, deadline = -1, 0, time.time() + timeout
+    while time.time() < deadline and same < 2:
+        time.sleep(0.5)
+        n = pp.metrics().get("podprof_store_heap_samples_total", 0)
+        same = same + 1 if n == last else 0
+        last = n
 
 
 def per_function(prof, name):
@@ -69,8 +80,15 @@ def check_sites(prof, label):
     want = size * count
     t = tol(size, count)
     got = alloc.get(fn, 0)
-    check(abs(got - want) <= t * want, "%s: site_c alloc_space %.1f MiB, expected %.1f MiB +- %.0f%%" %
-          (label, got / 2**20, want / 2**20, 100 * t))
+    # site_c's burst (16520 allocations in a fraction of a second, 63% of
+    # them sampled at this rate) can outrun the ring buffer; podprof must
+    # then say so, and every dropped event stands for size/p bytes.
+    import re
+    m = re.search(r"ringbuf_drops=(\d+)", " ".join(prof["comments"]))
+    drops = int(m.group(1)) if m else 0
+    got += drops * size / (1 - math.exp(-size / RATE))
+    check(abs(got - want) <= t * want, "%s: site_c alloc_space %.1f MiB, expected %.1f MiB +- %.0f%% (%s)" %
+          (label, got / 2**20, want / 2**20, 100 * t, prof["comments"][:1]))
     check(inuse.get(fn, 0) <= 0.01 * want, "%s: freed memory of site_c still in use: %d bytes" %
           (label, inuse.get(fn, 0)))
     # Stacks are complete: main is below every site.
@@ -149,7 +167,7 @@ def test_new_process_is_traced():
         pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
         wl.p.send_signal(signal.SIGUSR1)
         check(wl.p.stdout.readline().decode().strip() == "ready", "workload not ready")
-        time.sleep(1.5)
+        settle(pp)
         heap = pp.profile("/debug/pprof/heap")
         mine = [s for s in heap["samples"] if s["num_labels"]["pid"][0] == wl.pid]
         check(mine, "round %d: no samples of the new process" % round_)
