@@ -44,11 +44,11 @@ const volatile __u32 exp_table[HEAP_EXP_TABLE] = {};
 #define NEST_TIMEOUT_NS 1000000000ull
 
 struct tstate {
-	__u64 left;          /* bytes until the next sample point */
-	__u64 outer_sp;      /* sp at entry of the pending outer call */
+	__u64 left; /* bytes until the next sample point */
+	__u64 outer_sp; /* sp at entry of the pending outer call */
 	__u64 t_start;
 	__u64 pend_size;
-	__u64 pend_memptr;   /* posix_memalign's out pointer */
+	__u64 pend_memptr; /* posix_memalign's out pointer */
 	__u32 outer_fn;
 	__u32 ret_pending;
 	__u32 sampled;

@@ -39,11 +39,11 @@ enum heap_fn {
 	HEAP_FN_COUNT,
 };
 
-#define HEAP_MAX_PROCS 1024       /* process slots (counters array size) */
-#define HEAP_MAX_STACK 32768      /* largest user stack copy per ALLOC event */
-#define HEAP_EXP_TABLE 4096       /* exponential quantile table entries (power of 2) */
-#define HEAP_EXP_SHIFT 16         /* table values are -ln(u) * 2^16 */
-#define HEAP_NREGS 17             /* DWARF order, as struct pp_regs */
+#define HEAP_MAX_PROCS 1024 /* process slots (counters array size) */
+#define HEAP_MAX_STACK 32768 /* largest user stack copy per ALLOC event */
+#define HEAP_EXP_TABLE 4096 /* exponential quantile table entries (power of 2) */
+#define HEAP_EXP_SHIFT 16 /* table values are -ln(u) * 2^16 */
+#define HEAP_NREGS 17 /* DWARF order, as struct pp_regs */
 
 enum heap_event_type { HEAP_EV_ALLOC = 1, HEAP_EV_FREE = 2 };
 
@@ -52,17 +52,17 @@ enum heap_counter {
 	HEAP_CNT_RINGBUF_DROP = 0,
 	HEAP_CNT_LIVE_FULL,
 	HEAP_CNT_STACK_ERR,
-	HEAP_CNT_NESTED,          /* calls skipped as nested inside another allocator call */
-	HEAP_CNT_TSTATE_FULL,     /* per-thread state could not be created */
+	HEAP_CNT_NESTED, /* calls skipped as nested inside another allocator call */
+	HEAP_CNT_TSTATE_FULL, /* per-thread state could not be created */
 	HEAP_CNT_COUNT,
 };
 
 /* Per-process call counters (per-CPU array indexed by slot; user space sums). */
 struct heap_proc_counters {
-	hp_u64 mallocs;           /* allocation calls (realloc with size > 0 included) */
-	hp_u64 frees;             /* free of a non-NULL pointer, realloc of a non-NULL pointer */
-	hp_u64 alloc_bytes;       /* requested bytes */
-	hp_u64 sampled;           /* ALLOC events emitted */
+	hp_u64 mallocs; /* allocation calls (realloc with size > 0 included) */
+	hp_u64 frees; /* free of a non-NULL pointer, realloc of a non-NULL pointer */
+	hp_u64 alloc_bytes; /* requested bytes */
+	hp_u64 sampled; /* ALLOC events emitted */
 };
 _Static_assert(sizeof(struct heap_proc_counters) == 32, "heap_proc_counters layout");
 
@@ -83,12 +83,12 @@ _Static_assert(sizeof(struct heap_live_val) == 24, "heap_live_val layout");
 
 /* Common head of every ring buffer record; a FREE record is only this. */
 struct heap_event_hdr {
-	hp_u32 type;              /* HEAP_EV_* */
-	hp_u32 slot;              /* slot | generation << 24 */
-	hp_u32 pid, tid;          /* podprof's PID namespace when translatable, else global */
+	hp_u32 type; /* HEAP_EV_* */
+	hp_u32 slot; /* slot | generation << 24 */
+	hp_u32 pid, tid; /* podprof's PID namespace when translatable, else global */
 	hp_u64 addr;
 	hp_u64 size;
-	hp_u64 time_ns;           /* CLOCK_MONOTONIC */
+	hp_u64 time_ns; /* CLOCK_MONOTONIC */
 };
 _Static_assert(sizeof(struct heap_event_hdr) == 40, "heap_event_hdr layout");
 
@@ -101,7 +101,7 @@ struct heap_alloc_event {
 	hp_u64 regs[HEAP_NREGS];
 	hp_u8 stack[HEAP_MAX_STACK];
 };
-_Static_assert(sizeof(struct heap_alloc_event) == 40 + 8 + 17 * 8 + HEAP_MAX_STACK,
-	       "heap_alloc_event layout");
+_Static_assert(sizeof(struct heap_alloc_event) == 40 + 8 + 17 * 8 + HEAP_MAX_STACK, "heap_alloc_"
+										    "event layout");
 
 #endif

@@ -37,9 +37,11 @@ static void usage(FILE *f)
 		"Usage:\n"
 		"  podprof [--config FILE] [--listen ADDR] [--pid PID]... [--set KEY=VALUE]...\n"
 		"          [--log-level error|warn|info|debug] [--log-format text|json]\n"
-		"  podprof record --pid PID [--seconds N] [-o FILE] [--config FILE] [--set KEY=VALUE]...\n"
+		"  podprof record --pid PID [--seconds N] [-o FILE] [--config FILE] [--set "
+		"KEY=VALUE]...\n"
 		"  podprof check-config FILE\n"
-		"  podprof healthcheck [ADDR]   (GET /healthz; exit 0 if healthy; for exec probes)\n"
+		"  podprof healthcheck [ADDR]   (GET /healthz; exit 0 if healthy; for exec "
+		"probes)\n"
 		"  podprof --help | --version\n"
 		"\n"
 		"Serves Go-compatible /debug/pprof endpoints (profile, heap, allocs, goroutine,\n"
@@ -132,19 +134,22 @@ static int parse_cli(int argc, char **argv, struct cli *c, bool record)
 			break;
 		case 'p':
 			if (pp_parse_u64(optarg, 10, 1, 4194304, &v) < 0) {
-				fprintf(stderr, "podprof: --pid: \"%s\" is not a process id (1..4194304)\n",
+				fprintf(stderr,
+					"podprof: --pid: \"%s\" is not a process id (1..4194304)\n",
 					optarg);
 				return -EINVAL;
 			}
 			if (c->n_pids >= ARRAY_SIZE(c->pids)) {
-				fprintf(stderr, "podprof: --pid: at most %zu\n", ARRAY_SIZE(c->pids));
+				fprintf(stderr, "podprof: --pid: at most %zu\n",
+					ARRAY_SIZE(c->pids));
 				return -EINVAL;
 			}
 			c->pids[c->n_pids++] = (pid_t)v;
 			break;
 		case OPT_SET:
 			if (!strchr(optarg, '=') || c->n_sets >= ARRAY_SIZE(c->sets)) {
-				fprintf(stderr, "podprof: --set: expected KEY=VALUE, got \"%s\"\n", optarg);
+				fprintf(stderr, "podprof: --set: expected KEY=VALUE, got \"%s\"\n",
+					optarg);
 				return -EINVAL;
 			}
 			c->sets[c->n_sets++] = optarg;
@@ -157,7 +162,9 @@ static int parse_cli(int argc, char **argv, struct cli *c, bool record)
 			break;
 		case OPT_SECONDS:
 			if (!record || pp_parse_u64(optarg, 10, 1, 3600, &v) < 0) {
-				fprintf(stderr, "podprof: --seconds: \"%s\" must be a whole number of seconds (1..3600)\n",
+				fprintf(stderr,
+					"podprof: --seconds: \"%s\" must be a whole number of "
+					"seconds (1..3600)\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -211,13 +218,14 @@ static int build_config(const struct cli *c, struct pp_config **ret)
 	r = pp_config__apply_env(cfg, environ, err, sizeof(err));
 	if (r < 0)
 		goto fail;
-	if (c->listen && (r = pp_config__set(cfg, "listen", c->listen, "--listen", err, sizeof(err))) < 0)
+	if (c->listen &&
+	    (r = pp_config__set(cfg, "listen", c->listen, "--listen", err, sizeof(err))) < 0)
 		goto fail;
-	if (c->log_level &&
-	    (r = pp_config__set(cfg, "log.level", c->log_level, "--log-level", err, sizeof(err))) < 0)
+	if (c->log_level && (r = pp_config__set(cfg, "log.level", c->log_level, "--log-level", err,
+						sizeof(err))) < 0)
 		goto fail;
-	if (c->log_format &&
-	    (r = pp_config__set(cfg, "log.format", c->log_format, "--log-format", err, sizeof(err))) < 0)
+	if (c->log_format && (r = pp_config__set(cfg, "log.format", c->log_format, "--log-format",
+						 err, sizeof(err))) < 0)
 		goto fail;
 	for (size_t i = 0; i < c->n_sets; i++) {
 		char key[128];
@@ -388,7 +396,8 @@ static int cmd_record(int argc, char **argv)
 	close(fd);
 	pp_buf_free(&out);
 	fprintf(stderr,
-		"podprof record: wrote %s: %llu samples, %llu processes, %.1f%% of stacks complete\n",
+		"podprof record: wrote %s: %llu samples, %llu processes, %.1f%% of stacks "
+		"complete\n",
 		c.output, (unsigned long long)s.samples, (unsigned long long)s.targets,
 		s.unwinds ? 100.0 * (double)s.unwinds_complete / (double)s.unwinds : 0.0);
 	return EXIT_OK;

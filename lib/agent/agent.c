@@ -278,7 +278,8 @@ static void queue_detach(struct pp_agent *a, const struct target *t)
 		a->pend = p;
 		a->cap_pend = nc;
 	}
-	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid, .cpu = t->cpu_attached,
+	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid,
+							.cpu = t->cpu_attached,
 							.heap = t->heap_attached,
 							.offcpu = t->offcpu_attached };
 }
@@ -345,7 +346,8 @@ static void attach_pass(struct pp_agent *a)
 			cpu_ok = e == 0;
 			if (e < 0 && e != -ESRCH) {
 				a->attach_errors++;
-				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm, strerror(-e));
+				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
+					strerror(-e));
 			}
 		}
 		if (r->offcpu)
@@ -363,8 +365,10 @@ static void attach_pass(struct pp_agent *a)
 			t->heap_attached |= heap_ok;
 		} else {
 			/* It went away meanwhile: undo. */
-			struct target gone = { .pid = r->pid, .cpu_attached = cpu_ok,
-					       .offcpu_attached = off_ok, .heap_attached = heap_ok };
+			struct target gone = { .pid = r->pid,
+					       .cpu_attached = cpu_ok,
+					       .offcpu_attached = off_ok,
+					       .heap_attached = heap_ok };
 			queue_detach(a, &gone);
 		}
 		pthread_mutex_unlock(&a->lock);
@@ -515,7 +519,8 @@ static void discover(struct pp_agent *a)
 			if (register_process(a, &info, group, &h) == 0) {
 				pthread_mutex_lock(&a->lock);
 				if (!target_find(a, info.pid) && !target_add(a, &info, group, h))
-					pp_warn("target: pid %d (%s) not profiled: limits.max_targets=%u reached",
+					pp_warn("target: pid %d (%s) not profiled: "
+						"limits.max_targets=%u reached",
 						info.pid, info.comm, a->cfg->limits.max_targets);
 				pthread_mutex_unlock(&a->lock);
 			}
@@ -537,7 +542,8 @@ static void discover(struct pp_agent *a)
 					t->maps_gen++;
 					memcpy(t->comm, info.comm, sizeof(t->comm));
 					if (exec_changed) {
-						pp_info("target: pid %d exec'd %s", t->pid, info.exe);
+						pp_info("target: pid %d exec'd %s", t->pid,
+							info.exe);
 						free(t->exe);
 						t->exe = strdup(info.exe);
 						/* The new image may use another allocator. */
@@ -764,11 +770,10 @@ static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
 	case PP_OFFCPU_MUTEX: {
 		int64_t count = (int64_t)(ev->count > 0 ? ev->count + 0.5 : 1);
 		int64_t delay = (int64_t)(ev->delay_scaled_ns > 0 ? ev->delay_scaled_ns
-								 : (double)ev->delay_ns);
-		pp_store__add_contention(a->store,
-					 ev->kind == PP_OFFCPU_BLOCK ? PP_PROFILE_BLOCK
-								     : PP_PROFILE_MUTEX,
-					 ev->pid, ev->tid, pcs, n, count, delay);
+								  : (double)ev->delay_ns);
+		pp_store__add_contention(
+			a->store, ev->kind == PP_OFFCPU_BLOCK ? PP_PROFILE_BLOCK : PP_PROFILE_MUTEX,
+			ev->pid, ev->tid, pcs, n, count, delay);
 		break;
 	}
 	case PP_OFFCPU_THREAD_CREATE:
@@ -849,15 +854,24 @@ static size_t group_pids(struct pp_agent *a, int group, pid_t *out, size_t max)
 static const char *state_name(char s)
 {
 	switch (s) {
-	case 'R': return "running";
-	case 'S': return "sleeping";
-	case 'D': return "disk sleep";
-	case 'T': return "stopped";
-	case 't': return "tracing stop";
-	case 'Z': return "zombie";
-	case 'X': return "dead";
-	case 'I': return "idle";
-	default: return "unknown";
+	case 'R':
+		return "running";
+	case 'S':
+		return "sleeping";
+	case 'D':
+		return "disk sleep";
+	case 'T':
+		return "stopped";
+	case 't':
+		return "tracing stop";
+	case 'Z':
+		return "zombie";
+	case 'X':
+		return "dead";
+	case 'I':
+		return "idle";
+	default:
+		return "unknown";
 	}
 }
 
@@ -923,8 +937,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			pp_maps__read(pids[p], &maps);
 			struct pp_proc_info info = { 0 };
 			pp_proc__read_info(pids[p], &info);
-			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p], info.comm,
-				      info.exe ? info.exe : "", ns);
+			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p],
+				      info.comm, info.exe ? info.exe : "", ns);
 			pp_proc_info__free(&info);
 		}
 		for (size_t i = 0; i < ns; i++) {
@@ -941,7 +955,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 							    t->tid, pcs, n);
 				continue;
 			}
-			pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
+			pp_buf_printf(out,
+				      "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
 				      " voluntary / %" PRIu64 " involuntary]:\n",
 				      t->tid, t->name, state_name(t->state),
 				      t->wchan[0] ? ", wchan " : "", t->wchan,
@@ -951,7 +966,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 				pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
 			else
 				dump_frames(a, pids[p], &maps, pcs, n, out);
-			pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+			pp_buf_printf(out, "\t(stopped for %.1f us)\n\n",
+				      (double)t->pause_ns / 1e3);
 		}
 		pp_maps__free(&maps);
 		pp_threads__free(snaps, ns);
@@ -1056,18 +1072,17 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 		return;
 	}
 	if (a->heap_disabled_reason[0])
-		c[n++] = strfmt( "heap tracing disabled: %s", a->heap_disabled_reason);
+		c[n++] = strfmt("heap tracing disabled: %s", a->heap_disabled_reason);
 	if (a->heap) {
 		struct pp_heap_stats hs;
 		pp_heap_tracer__stats(a->heap, &hs);
 		struct pp_store_stats ss;
 		pp_store__stats(a->store, &ss);
-		c[n++] = strfmt(
-			 "podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
-			 " live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
-			 " stack_read_errors=%" PRIu64,
-			 a->cfg->heap.sample_rate, hs.ringbuf_drops, hs.live_table_full,
-			 ss.dropped_live, hs.stack_read_errors);
+		c[n++] = strfmt("podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
+				" live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
+				" stack_read_errors=%" PRIu64,
+				a->cfg->heap.sample_rate, hs.ringbuf_drops, hs.live_table_full,
+				ss.dropped_live, hs.stack_read_errors);
 	}
 	for (size_t i = 0; i < np; i++) {
 		struct pp_proc_status ps = { 0 };
@@ -1076,15 +1091,15 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 			continue;
 		if (a->heap)
 			pp_heap_tracer__proc_stats(a->heap, pids[i], &ht);
-		c[n++] = strfmt(
-			 "pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
-			 " alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64 "kB VMS=%" PRIu64
-			 "kB HWM=%" PRIu64 "kB Data=%" PRIu64 "kB Stack=%" PRIu64 "kB Locked=%" PRIu64
-			 "kB Swap=%" PRIu64 "kB",
-			 pids[i], ht.allocator[0] ? ht.allocator : "none", ht.mallocs, ht.frees,
-			 ht.alloc_bytes, ht.est_overhead_percent, ht.paused ? " (paused: over budget)" : "",
-			 ps.vm_rss_kb, ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
-			 ps.vm_lck_kb, ps.vm_swap_kb);
+		c[n++] = strfmt("pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
+				" alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64
+				"kB VMS=%" PRIu64 "kB HWM=%" PRIu64 "kB Data=%" PRIu64
+				"kB Stack=%" PRIu64 "kB Locked=%" PRIu64 "kB Swap=%" PRIu64 "kB",
+				pids[i], ht.allocator[0] ? ht.allocator : "none", ht.mallocs,
+				ht.frees, ht.alloc_bytes, ht.est_overhead_percent,
+				ht.paused ? " (paused: over budget)" : "", ps.vm_rss_kb,
+				ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
+				ps.vm_lck_kb, ps.vm_swap_kb);
 	}
 	*ret = c;
 	*ret_n = n;
@@ -1193,14 +1208,21 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	pp_buf_printf(o, "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info gauge\n"
-		      "podprof_build_info{version=\"%s\"} 1\n", PODPROF_VERSION);
+	pp_buf_printf(o,
+		      "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info "
+		      "gauge\n"
+		      "podprof_build_info{version=\"%s\"} 1\n",
+		      PODPROF_VERSION);
 	pp_buf_printf(o, "# TYPE podprof_uptime_seconds gauge\npodprof_uptime_seconds %.3f\n",
 		      (double)(pp_now_mono_ns() - a->start_ns) / 1e9);
-	pp_buf_printf(o, "# TYPE podprof_process_cpu_seconds_total counter\n"
-		      "podprof_process_cpu_seconds_total %.3f\n", cpu);
-	pp_buf_printf(o, "# TYPE podprof_process_resident_memory_bytes gauge\n"
-		      "podprof_process_resident_memory_bytes %" PRIu64 "\n", self_rss_kb() * 1024);
+	pp_buf_printf(o,
+		      "# TYPE podprof_process_cpu_seconds_total counter\n"
+		      "podprof_process_cpu_seconds_total %.3f\n",
+		      cpu);
+	pp_buf_printf(o,
+		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
+		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
+		      self_rss_kb() * 1024);
 	pthread_mutex_lock(&a->lock);
 	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", a->n_targets);
 	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
@@ -1209,15 +1231,22 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
 		struct pp_proc_status ps = { 0 };
 		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0)
-			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"} %"
-				      PRIu64 "\n", a->targets[i].pid, a->targets[i].comm,
-				      ps.vm_rss_kb * 1024);
+			pp_buf_printf(o,
+				      "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"}"
+				      " %" PRIu64 "\n",
+				      a->targets[i].pid, a->targets[i].comm, ps.vm_rss_kb * 1024);
 	}
 	pthread_mutex_unlock(&a->lock);
-#define C(name, help, val) \
-	pp_buf_printf(o, "# HELP podprof_" name " " help "\n# TYPE podprof_" name " counter\npodprof_" name " %" PRIu64 "\n", (uint64_t)(val))
-#define G(name, help, val) \
-	pp_buf_printf(o, "# HELP podprof_" name " " help "\n# TYPE podprof_" name " gauge\npodprof_" name " %" PRIu64 "\n", (uint64_t)(val))
+#define C(name, help, val)                                                     \
+	pp_buf_printf(o,                                                       \
+		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
+		      " counter\npodprof_" name " %" PRIu64 "\n",              \
+		      (uint64_t)(val))
+#define G(name, help, val)                                                     \
+	pp_buf_printf(o,                                                       \
+		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
+		      " gauge\npodprof_" name " %" PRIu64 "\n",                \
+		      (uint64_t)(val))
 	C("cpu_samples_total", "CPU samples received.", a->samples);
 	C("unwinds_total", "Stacks unwound.", a->unwinds);
 	C("unwinds_complete_total", "Stacks unwound to the thread's root.", a->unwinds_complete);
@@ -1227,12 +1256,15 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("heap_events_total", "Heap events received.", a->heap_events);
 	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
 	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
-	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.", a->snapshot_pause_ns_max);
+	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.",
+	  a->snapshot_pause_ns_max);
 	G("store_stacks", "Distinct stacks held.", ss.stacks);
 	G("store_locations", "Distinct locations held.", ss.locations);
 	G("store_live_allocations", "Sampled live allocations tracked.", ss.live_entries);
-	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.", ss.dropped_stacks);
-	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.", ss.dropped_live);
+	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
+	  ss.dropped_stacks);
+	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.",
+	  ss.dropped_live);
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
 	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
 	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
@@ -1247,9 +1279,12 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	if (a->heap) {
 		struct pp_heap_stats hs;
 		pp_heap_tracer__stats(a->heap, &hs);
-		C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.", hs.ringbuf_drops);
-		C("heap_live_table_full_total", "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
-		C("heap_stack_read_errors_total", "Heap stack copies that failed.", hs.stack_read_errors);
+		C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.",
+		  hs.ringbuf_drops);
+		C("heap_live_table_full_total",
+		  "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
+		C("heap_stack_read_errors_total", "Heap stack copies that failed.",
+		  hs.stack_read_errors);
 		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
 		/* Not under a->lock: the heap tracer's lock is taken inside. */
 		pid_t pids[256];
@@ -1258,7 +1293,9 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		for (size_t i = 0; i < np; i++) {
 			struct pp_heap_proc_stats ps;
 			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0)
-				pp_buf_printf(o, "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%d\"} %.3f\n",
+				pp_buf_printf(o,
+					      "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%"
+					      "d\"} %.3f\n",
 					      pids[i], ps.paused, ps.est_overhead_percent);
 		}
 	}
@@ -1420,7 +1457,8 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			snprintf(a->offcpu_disabled_reason, sizeof(a->offcpu_disabled_reason), "%s",
 				 strerror(errno));
 			pp_warn("offcpu: tracer unavailable (%s): block, mutex and threadcreate "
-				"profiles will be empty", strerror(errno));
+				"profiles will be empty",
+				strerror(errno));
 		}
 	}
 	return a;
@@ -1448,8 +1486,8 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 		pp_err("http: cannot listen on %s: %s", listen, strerror(e));
 		return -e;
 	}
-	pp_info("http: serving /debug/pprof/ on %s (port %u)%s%s", listen,
-		pp_http_server__port(s), title ? " for " : "", title ? title : "");
+	pp_info("http: serving /debug/pprof/ on %s (port %u)%s%s", listen, pp_http_server__port(s),
+		title ? " for " : "", title ? title : "");
 	a->servers[a->n_servers++] = s;
 	return 0;
 }

@@ -23,8 +23,8 @@
 struct pp_agent;
 
 struct pp_agent_opts {
-	bool serve;                /* start the HTTP servers of the config */
-	const char *token;         /* bearer token (already read from token_file) or NULL */
+	bool serve; /* start the HTTP servers of the config */
+	const char *token; /* bearer token (already read from token_file) or NULL */
 };
 
 /* Takes a copy of what it needs from cfg (cfg may be freed after). NULL with errno. */

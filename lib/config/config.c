@@ -584,6 +584,84 @@ static bool is_glob_char(char ch)
  * -EINVAL with msg set (the part after "KEY: ") and leaves base untouched,
  * or -ENOMEM.
  */
+
+/*
+ * glibc's regcomp is exponential in stacked or nested repetitions
+ * ("p++++", "((p)+)+", "p{2}{2}{2}"): a 264-byte pattern took 23 GiB and
+ * minutes. Refuse them, and long patterns, before compiling. Returns why,
+ * or NULL when the pattern is acceptable.
+ */
+static const char *regex_too_costly(const char *re)
+{
+	bool group_has_rep[32] = { false };
+	int depth = 0;
+	bool prev_rep = false;      /* the last token was a repetition operator */
+	bool prev_close_rep = false;/* the last token was ')' closing a group with one */
+
+	if (strlen(re) > 256)
+		return "longer than 256 characters";
+	for (const char *p = re; *p; p++) {
+		bool rep = false;
+		switch (*p) {
+		case '\\':
+			if (p[1])
+				p++;
+			break;
+		case '[':
+			/* Bracket expression: ']' first (or after '^') is literal. */
+			p++;
+			if (*p == '^')
+				p++;
+			if (*p == ']')
+				p++;
+			while (*p && *p != ']')
+				p++;
+			if (!*p)
+				return NULL; /* regcomp reports the syntax error */
+			break;
+		case '(':
+			if (depth >= (int)ARRAY_SIZE(group_has_rep) - 1)
+				return "groups nested more than 30 deep";
+			group_has_rep[++depth] = false;
+			break;
+		case ')':
+			if (depth > 0) {
+				bool had = group_has_rep[depth--];
+				prev_close_rep = had;
+				if (had)
+					group_has_rep[depth] = true;
+				prev_rep = false;
+				continue;
+			}
+			break;
+		case '*':
+		case '+':
+		case '?':
+		case '{':
+			rep = true;
+			if (*p == '{') {
+				while (*p && *p != '}')
+					p++;
+				if (!*p)
+					return NULL;
+			}
+			break;
+		default:
+			break;
+		}
+		if (rep) {
+			if (prev_rep)
+				return "stacked repetitions (like \"a++\" or \"a{2}{2}\") make it too costly to compile";
+			if (prev_close_rep)
+				return "a repeated group that itself contains a repetition (like \"(a+)+\") is too costly to compile";
+			group_has_rep[depth] = true;
+		}
+		prev_rep = rep;
+		prev_close_rep = false;
+	}
+	return NULL;
+}
+
 static int apply_value(void *base, const struct key_def *k, const struct val *v, char *msg,
 		       size_t msglen)
 {
@@ -727,10 +805,14 @@ static int apply_value(void *base, const struct key_def *k, const struct val *v,
 	case K_REGEX: {
 		regex_t re;
 		int r;
+		const char *why;
 		if (!v->s && strcmp(v->what, "nothing") == 0)
 			return set_string((char **)field, NULL);
 		if (!s)
 			return msgf(msg, msglen, "expected a regular expression, got %s", g);
+		why = regex_too_costly(s);
+		if (why)
+			return msgf(msg, msglen, "%s is refused: %s", g, why);
 		r = regcomp(&re, s, REG_EXTENDED | REG_NOSUB);
 		if (r == REG_ESPACE)
 			return -ENOMEM;

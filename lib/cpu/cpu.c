@@ -263,7 +263,7 @@ struct ev {
 
 struct proc {
 	pid_t pid;
-	pid_t parent;               /* 0: added by the caller; else adopted child of */
+	pid_t parent; /* 0: added by the caller; else adopted child of */
 };
 
 struct pp_cpu_sampler {
@@ -277,7 +277,7 @@ struct pp_cpu_sampler {
 	struct proc *procs;
 	size_t n_procs, cap_procs;
 	bool enabled;
-	bool exclude_kernel;        /* set after EACCES on a kernel-inclusive event */
+	bool exclude_kernel; /* set after EACCES on a kernel-inclusive event */
 	uint64_t last_scan_ns;
 	uint64_t period_ns;
 	size_t ring_pages;
@@ -346,7 +346,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 static int open_event(struct pp_cpu_sampler *s, pid_t pid, pid_t tid)
 {
 	struct perf_event_attr attr;
-	struct ev e = {.pid = pid, .tid = tid, .fd = -1};
+	struct ev e = { .pid = pid, .tid = tid, .fd = -1 };
 	int fd, r;
 
 	if (s->n_evs >= MAX_EVENTS)
@@ -407,7 +407,7 @@ static int open_event(struct pp_cpu_sampler *s, pid_t pid, pid_t tid)
 		close(fd);
 		return r ? r : -ENOMEM;
 	}
-	struct epoll_event ee = {.events = EPOLLIN, .data.u64 = 0};
+	struct epoll_event ee = { .events = EPOLLIN, .data.u64 = 0 };
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ee) < 0) {
 		r = -errno;
 		munmap(e.base, e.mmap_len);
@@ -505,7 +505,7 @@ static int add_proc(struct pp_cpu_sampler *s, pid_t pid, pid_t parent)
 		s->procs = nv;
 		s->cap_procs = nc;
 	}
-	s->procs[s->n_procs++] = (struct proc){pid, parent};
+	s->procs[s->n_procs++] = (struct proc){ pid, parent };
 	return 0;
 }
 

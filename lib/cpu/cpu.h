@@ -20,27 +20,28 @@
 #include "unwind/unwind.h"
 
 struct pp_raw_sample {
-	pid_t pid, tid;             /* in podprof's PID namespace */
-	uint64_t time_ns;           /* CLOCK_MONOTONIC */
-	uint64_t weight_ns;         /* period represented by this sample */
-	bool regs_valid;            /* false e.g. for samples taken in a kernel thread */
+	pid_t pid, tid; /* in podprof's PID namespace */
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	uint64_t weight_ns; /* period represented by this sample */
+	bool regs_valid; /* false e.g. for samples taken in a kernel thread */
 	struct pp_regs regs;
-	const uint8_t *stack;       /* copied user stack from regs.r[PP_REG_SP]; borrowed */
+	const uint8_t *stack; /* copied user stack from regs.r[PP_REG_SP]; borrowed */
 	size_t stack_len;
 	const uint64_t *kernel_ips; /* kernel callchain, leaf first; borrowed */
 	size_t n_kernel;
-	const uint64_t *user_ips;   /* frame-pointer user callchain from the kernel, leaf first; borrowed */
+	const uint64_t
+		*user_ips; /* frame-pointer user callchain from the kernel, leaf first; borrowed */
 	size_t n_user;
 };
 
 typedef void (*pp_cpu_sample_fn)(void *ctx, const struct pp_raw_sample *s);
 
 struct pp_cpu_opts {
-	unsigned frequency_hz;      /* samples per second per thread of CPU time */
-	unsigned stack_bytes;       /* multiple of 8, <= 65528 */
-	bool kernel_callchain;      /* include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON) */
-	bool user_callchain;        /* also ask for the kernel's frame-pointer callchain */
-	unsigned ring_pages;        /* data pages per thread ring (power of 2); 0 = auto (~4 samples) */
+	unsigned frequency_hz; /* samples per second per thread of CPU time */
+	unsigned stack_bytes; /* multiple of 8, <= 65528 */
+	bool kernel_callchain; /* include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON) */
+	bool user_callchain; /* also ask for the kernel's frame-pointer callchain */
+	unsigned ring_pages; /* data pages per thread ring (power of 2); 0 = auto (~4 samples) */
 };
 
 struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cpu_sample_fn fn,
@@ -65,16 +66,16 @@ void pp_cpu_sampler__free(struct pp_cpu_sampler *s);
  * not call back into the sampler (it runs under its lock).
  */
 struct pp_perf_fmt {
-	uint64_t sample_type;       /* PERF_SAMPLE_*: IP TID TIME ADDR ID STREAM_ID CPU PERIOD
+	uint64_t sample_type; /* PERF_SAMPLE_*: IP TID TIME ADDR ID STREAM_ID CPU PERIOD
 				     * CALLCHAIN RAW REGS_USER STACK_USER are understood */
-	uint64_t regs_mask;         /* sample_regs_user */
+	uint64_t regs_mask; /* sample_regs_user */
 };
 
 struct pp_perf_rec {
-	uint32_t type;              /* PERF_RECORD_* */
-	uint64_t lost;              /* PERF_RECORD_LOST: lost count */
-	uint64_t ip;                /* PERF_RECORD_SAMPLE */
-	struct pp_raw_sample sample;/* PERF_RECORD_SAMPLE (weight_ns left 0); borrows buf */
+	uint32_t type; /* PERF_RECORD_* */
+	uint64_t lost; /* PERF_RECORD_LOST: lost count */
+	uint64_t ip; /* PERF_RECORD_SAMPLE */
+	struct pp_raw_sample sample; /* PERF_RECORD_SAMPLE (weight_ns left 0); borrows buf */
 };
 
 /*

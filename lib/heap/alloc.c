@@ -282,7 +282,8 @@ static ssize_t find_obj(struct obj *objs, size_t nobjs, const char *name, bool b
 	if (!by_soname)
 		return -1;
 	for (i = 0; i < nobjs; i++) {
-		if (obj_load(pid, &objs[i]) == 0 && objs[i].soname && strcmp(objs[i].soname, name) == 0)
+		if (obj_load(pid, &objs[i]) == 0 && objs[i].soname &&
+		    strcmp(objs[i].soname, name) == 0)
 			return (ssize_t)i;
 	}
 	return -1;
@@ -360,7 +361,8 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 		if (!m->path || m->special || !m->inode)
 			continue;
 		for (j = 0; j < nobjs && !seen; j++)
-			seen = objs[j].m->inode == m->inode && objs[j].m->dev_major == m->dev_major &&
+			seen = objs[j].m->inode == m->inode &&
+			       objs[j].m->dev_major == m->dev_major &&
 			       objs[j].m->dev_minor == m->dev_minor;
 		if (seen)
 			continue;

@@ -38,7 +38,7 @@
 _Static_assert(HEAP_NREGS == PP_NREGS, "register count");
 
 #define ATTACH_UPROBE_SESSION 57 /* BPF_TRACE_UPROBE_SESSION, not in libbpf 1.1 headers */
-#define CMD_LINK_CREATE 28       /* BPF_LINK_CREATE */
+#define CMD_LINK_CREATE 28 /* BPF_LINK_CREATE */
 
 /* Measured cost of one probed call (DESIGN.md): 941 ns per malloc+free
  * pair with a session, 1,249 ns with a uretprobe. */
@@ -279,8 +279,8 @@ static int attach_classic(struct pp_heap_tracer *t, struct heap_proc *p)
 		LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = make_cookie(p, f->fn));
 		struct bpf_link *l;
 
-		l = bpf_program__attach_uprobe_opts(t->skel->progs.heap_entry, p->pid, p->alloc.path,
-						    f->probe_off, &o);
+		l = bpf_program__attach_uprobe_opts(t->skel->progs.heap_entry, p->pid,
+						    p->alloc.path, f->probe_off, &o);
 		if (!l)
 			return -errno;
 		p->links[p->nlinks++] = l;
@@ -334,7 +334,8 @@ static int attach_links(struct pp_heap_tracer *t, struct heap_proc *p)
 		if (t->session == SESSION_UNKNOWN) {
 			t->session = SESSION_NO;
 			snprintf(t->session_reason, sizeof(t->session_reason),
-				 "uprobe session link rejected (%s); using uretprobes", strerror(-r));
+				 "uprobe session link rejected (%s); using uretprobes",
+				 strerror(-r));
 		} else {
 			return r; /* worked before: a real error for this process */
 		}
@@ -520,7 +521,8 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 		p->rate = p->exited || p->paused ? 0 : (double)(calls - p->last_calls) / dt;
 		p->last_calls = calls;
 		p->last_tick_ns = now;
-		p->overhead = p->rate * (p->session ? COST_NS_SESSION : COST_NS_CLASSIC) * 1e-9 * 100.0;
+		p->overhead =
+			p->rate * (p->session ? COST_NS_SESSION : COST_NS_CLASSIC) * 1e-9 * 100.0;
 		if (p->overhead > t->opts.budget_percent) {
 			p->over_budget = true;
 			if (t->opts.over_budget == PP_HEAP_POLICY_PAUSE && !p->paused) {

@@ -23,27 +23,27 @@ enum pp_heap_event_type { PP_HEAP_ALLOC = 1, PP_HEAP_FREE = 2 };
 
 struct pp_heap_event {
 	enum pp_heap_event_type type;
-	pid_t pid, tid;             /* podprof's PID namespace */
+	pid_t pid, tid; /* podprof's PID namespace */
 	uint64_t addr;
-	uint64_t size;              /* requested bytes; for FREE the size recorded at ALLOC */
+	uint64_t size; /* requested bytes; for FREE the size recorded at ALLOC */
 	uint64_t time_ns;
 	/* ALLOC only: registers and copied stack at the allocator's return
 	 * (caller frames present), for pp_unwinder__unwind. */
 	bool regs_valid;
 	struct pp_regs regs;
-	const uint8_t *stack;       /* borrowed during the callback */
+	const uint8_t *stack; /* borrowed during the callback */
 	size_t stack_len;
 };
 
 typedef void (*pp_heap_event_fn)(void *ctx, const struct pp_heap_event *ev);
 
 struct pp_heap_opts {
-	uint64_t sample_rate;       /* mean bytes between samples; <= 1 = every allocation */
-	unsigned max_live;          /* capacity of the sampled-address table */
+	uint64_t sample_rate; /* mean bytes between samples; <= 1 = every allocation */
+	unsigned max_live; /* capacity of the sampled-address table */
 	unsigned stack_bytes;
-	double budget_percent;      /* of one CPU */
+	double budget_percent; /* of one CPU */
 	enum pp_heap_policy over_budget;
-	bool no_session;            /* appended: never try the uprobe session (tests, diagnostics) */
+	bool no_session; /* appended: never try the uprobe session (tests, diagnostics) */
 };
 
 struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_heap_event_fn fn,
@@ -54,25 +54,25 @@ int pp_heap_tracer__detach(struct pp_heap_tracer *t, pid_t pid);
 int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms);
 
 struct pp_heap_proc_stats {
-	char allocator[64];         /* e.g. "libc.so.6", "libjemalloc.so.2", "static:/app" */
-	uint64_t mallocs, frees;    /* every call, counted in BPF */
-	uint64_t alloc_bytes;       /* total requested bytes */
-	uint64_t sampled;           /* samples emitted */
-	double calls_per_sec;       /* recent rate */
-	double est_overhead_percent;/* of one CPU */
-	bool paused;                /* over budget with policy pause */
-	bool session;               /* uprobe session in use (else uretprobe) */
+	char allocator[64]; /* e.g. "libc.so.6", "libjemalloc.so.2", "static:/app" */
+	uint64_t mallocs, frees; /* every call, counted in BPF */
+	uint64_t alloc_bytes; /* total requested bytes */
+	uint64_t sampled; /* samples emitted */
+	double calls_per_sec; /* recent rate */
+	double est_overhead_percent; /* of one CPU */
+	bool paused; /* over budget with policy pause */
+	bool session; /* uprobe session in use (else uretprobe) */
 	/* Appended fields. */
-	bool over_budget;           /* est_overhead_percent > budget (any policy) */
-	bool exited;                /* target gone; probes released, stats kept until detach */
-	unsigned probes;            /* functions probed */
-	unsigned probe_fallbacks;   /* functions probed at +0 on a single-stepped instruction */
+	bool over_budget; /* est_overhead_percent > budget (any policy) */
+	bool exited; /* target gone; probes released, stats kept until detach */
+	unsigned probes; /* functions probed */
+	unsigned probe_fallbacks; /* functions probed at +0 on a single-stepped instruction */
 };
 int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_heap_proc_stats *ret);
 
 struct pp_heap_stats {
 	uint64_t events, ringbuf_drops, live_table_full, stack_read_errors, attach_errors, procs;
-	uint64_t nested;            /* appended: calls skipped as nested in another allocator call */
+	uint64_t nested; /* appended: calls skipped as nested in another allocator call */
 };
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);
 void pp_heap_tracer__free(struct pp_heap_tracer *t);
@@ -94,18 +94,18 @@ enum { PP_HEAP_NFN = 10 };
 extern const char *const pp_heap_fn_names[PP_HEAP_NFN];
 
 struct pp_heap_fn_probe {
-	int fn;                     /* index into pp_heap_fn_names */
-	uint64_t vaddr;             /* symbol value */
-	uint64_t file_off;          /* file offset of the function */
-	uint64_t probe_off;         /* file offset probed (file_off + insn offset) */
-	bool emulated;              /* probe_off is an emulated instruction */
+	int fn; /* index into pp_heap_fn_names */
+	uint64_t vaddr; /* symbol value */
+	uint64_t file_off; /* file offset of the function */
+	uint64_t probe_off; /* file offset probed (file_off + insn offset) */
+	bool emulated; /* probe_off is an emulated instruction */
 };
 
 struct pp_heap_allocator {
-	char name[64];              /* as in pp_heap_proc_stats.allocator */
-	char path[4096];            /* attachable path (pp_proc__mapped_path) */
-	char map_path[4096];        /* the path in the target's maps */
-	bool is_static;             /* the allocator is in the main executable */
+	char name[64]; /* as in pp_heap_proc_stats.allocator */
+	char path[4096]; /* attachable path (pp_proc__mapped_path) */
+	char map_path[4096]; /* the path in the target's maps */
+	bool is_static; /* the allocator is in the main executable */
 	unsigned n;
 	struct pp_heap_fn_probe fns[PP_HEAP_NFN]; /* aliases (same address) appear once */
 };

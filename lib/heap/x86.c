@@ -41,7 +41,7 @@ static unsigned byte_reg(unsigned r, bool rex)
 
 struct modrm {
 	unsigned mod, reg, rm; /* reg/rm with REX extension applied */
-	size_t len;            /* modrm + sib + displacement bytes */
+	size_t len; /* modrm + sib + displacement bytes */
 };
 
 static int decode_modrm(const uint8_t *p, size_t avail, uint8_t rex, struct modrm *m)
@@ -158,42 +158,75 @@ static int decode_one(const uint8_t *p, size_t avail, size_t *ret_len, int *ret_
 	}
 
 	switch (op) {
-	case 0x84: case 0x85:               /* test r/m, reg */
-	case 0x38: case 0x39: case 0x3a: case 0x3b: /* cmp */
+	case 0x84:
+	case 0x85: /* test r/m, reg */
+	case 0x38:
+	case 0x39:
+	case 0x3a:
+	case 0x3b: /* cmp */
 		if (decode_modrm(p + i, avail - i, rex, &m))
 			return -EINVAL;
 		i += m.len;
 		kind = 0;
 		break;
-	case 0x3c: case 0xa8:
+	case 0x3c:
+	case 0xa8:
 		imm = 1;
 		kind = 0;
 		break;
-	case 0x3d: case 0xa9:
+	case 0x3d:
+	case 0xa9:
 		imm = opsize ? 2 : 4;
 		kind = 0;
 		break;
-	case 0x88: case 0x89:               /* mov reg -> r/m */
-	case 0x00: case 0x01: case 0x08: case 0x09: case 0x20: case 0x21:
-	case 0x28: case 0x29: case 0x30: case 0x31:
+	case 0x88:
+	case 0x89: /* mov reg -> r/m */
+	case 0x00:
+	case 0x01:
+	case 0x08:
+	case 0x09:
+	case 0x20:
+	case 0x21:
+	case 0x28:
+	case 0x29:
+	case 0x30:
+	case 0x31:
 		if (decode_modrm(p + i, avail - i, rex, &m))
 			return -EINVAL;
 		i += m.len;
 		if (m.mod != 3)
 			kind = 0;
 		else
-			kind = reg_protected((op & 1) ? m.rm : byte_reg(m.rm, rex_present)) ? -1 : 0;
+			kind = reg_protected((op & 1) ? m.rm : byte_reg(m.rm, rex_present)) ? -1
+											    : 0;
 		break;
-	case 0x8a: case 0x8b: case 0x8d:    /* mov r/m -> reg, lea */
-	case 0x02: case 0x03: case 0x0a: case 0x0b: case 0x22: case 0x23:
-	case 0x2a: case 0x2b: case 0x32: case 0x33:
+	case 0x8a:
+	case 0x8b:
+	case 0x8d: /* mov r/m -> reg, lea */
+	case 0x02:
+	case 0x03:
+	case 0x0a:
+	case 0x0b:
+	case 0x22:
+	case 0x23:
+	case 0x2a:
+	case 0x2b:
+	case 0x32:
+	case 0x33:
 		if (decode_modrm(p + i, avail - i, rex, &m))
 			return -EINVAL;
 		i += m.len;
 		kind = reg_protected((op & 1) || op == 0x8d ? m.reg : byte_reg(m.reg, rex_present))
-			       ? -1 : 0;
+			       ? -1
+			       : 0;
 		break;
-	case 0x80: case 0x81: case 0x83: case 0xc6: case 0xc7: case 0xf6: case 0xf7: {
+	case 0x80:
+	case 0x81:
+	case 0x83:
+	case 0xc6:
+	case 0xc7:
+	case 0xf6:
+	case 0xf7: {
 		unsigned sub;
 
 		if (decode_modrm(p + i, avail - i, rex, &m))
@@ -208,13 +241,16 @@ static int decode_one(const uint8_t *p, size_t avail, size_t *ret_len, int *ret_
 			return *ret_len = i, *ret_kind = -1, 0; /* not, neg, mul, div... */
 		if ((op == 0xc6 || op == 0xc7) && sub != 0)
 			return *ret_len = i, *ret_kind = -1, 0;
-		if (op == 0xf6 || op == 0xf7 || ((op == 0x80 || op == 0x81 || op == 0x83) && sub == 7))
+		if (op == 0xf6 || op == 0xf7 ||
+		    ((op == 0x80 || op == 0x81 || op == 0x83) && sub == 7))
 			kind = 0; /* test / cmp: flags only */
 		else if (m.mod != 3)
 			kind = 0; /* writes memory only */
 		else
 			kind = reg_protected(op == 0x80 || op == 0xc6 ? byte_reg(m.rm, rex_present)
-								  : m.rm) ? -1 : 0;
+								      : m.rm)
+				       ? -1
+				       : 0;
 		break;
 	}
 	default:

@@ -20,13 +20,13 @@
 #include "util/util.h"
 
 enum pp_profile_kind {
-	PP_PROFILE_CPU = 0,     /* "profile" */
-	PP_PROFILE_HEAP,        /* "heap" */
-	PP_PROFILE_ALLOCS,      /* "allocs" */
-	PP_PROFILE_GOROUTINE,   /* "goroutine" */
-	PP_PROFILE_THREADCREATE,/* "threadcreate" */
-	PP_PROFILE_BLOCK,       /* "block" */
-	PP_PROFILE_MUTEX,       /* "mutex" */
+	PP_PROFILE_CPU = 0, /* "profile" */
+	PP_PROFILE_HEAP, /* "heap" */
+	PP_PROFILE_ALLOCS, /* "allocs" */
+	PP_PROFILE_GOROUTINE, /* "goroutine" */
+	PP_PROFILE_THREADCREATE, /* "threadcreate" */
+	PP_PROFILE_BLOCK, /* "block" */
+	PP_PROFILE_MUTEX, /* "mutex" */
 	PP_PROFILE__COUNT
 };
 
@@ -70,13 +70,13 @@ struct pp_http_source {
 struct pp_http_opts {
 	/* "host:port", ":port" (all addresses), "[::1]:port"; NULL = 127.0.0.1:6060 */
 	const char *listen;
-	unsigned max_connections;      /* more are closed at accept (counted in /metrics) */
-	unsigned max_request_bytes;    /* request body cap (413 above); sizes the header memory too */
-	unsigned timeout_seconds;      /* idle connection timeout */
-	unsigned max_window_seconds;   /* /profile and delta windows above this -> 400 */
+	unsigned max_connections; /* more are closed at accept (counted in /metrics) */
+	unsigned max_request_bytes; /* request body cap (413 above); sizes the header memory too */
+	unsigned timeout_seconds; /* idle connection timeout */
+	unsigned max_window_seconds; /* /profile and delta windows above this -> 400 */
 	/* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
 	const char *token;
-	const char *index_title;       /* shown on the index page, e.g. the target name */
+	const char *index_title; /* shown on the index page, e.g. the target name */
 };
 
 struct pp_http_server;

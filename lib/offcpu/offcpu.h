@@ -54,22 +54,22 @@
 #include "unwind/unwind.h"
 
 enum pp_offcpu_kind {
-	PP_OFFCPU_BLOCK = 1,        /* time switched out inside a blocking syscall */
-	PP_OFFCPU_MUTEX = 2,        /* time blocked in futex waits */
-	PP_OFFCPU_THREAD_CREATE = 3,/* a clone/clone3 that created a thread (new_tid) */
+	PP_OFFCPU_BLOCK = 1, /* time switched out inside a blocking syscall */
+	PP_OFFCPU_MUTEX = 2, /* time blocked in futex waits */
+	PP_OFFCPU_THREAD_CREATE = 3, /* a clone/clone3 that created a thread (new_tid) */
 };
 
 struct pp_offcpu_event {
 	enum pp_offcpu_kind kind;
 	pid_t pid, tid;
-	pid_t new_tid;              /* THREAD_CREATE only */
-	uint64_t delay_ns;          /* BLOCK/MUTEX: off-CPU time */
-	double count;               /* sampling-scaled contentions (>= 1) */
-	double delay_scaled_ns;     /* sampling-scaled delay */
+	pid_t new_tid; /* THREAD_CREATE only */
+	uint64_t delay_ns; /* BLOCK/MUTEX: off-CPU time */
+	double count; /* sampling-scaled contentions (>= 1) */
+	double delay_scaled_ns; /* sampling-scaled delay */
 	long syscall_nr;
 	bool regs_valid;
 	struct pp_regs regs;
-	const uint8_t *stack;       /* borrowed during the callback */
+	const uint8_t *stack; /* borrowed during the callback */
 	size_t stack_len;
 };
 
@@ -77,12 +77,12 @@ typedef void (*pp_offcpu_event_fn)(void *ctx, const struct pp_offcpu_event *ev);
 
 struct pp_offcpu_opts {
 	unsigned stack_bytes;
-	uint64_t min_block_ns;      /* shorter spells are ignored */
-	uint64_t sample_ns;         /* Go-style block rate: spells shorter are sampled with p = delay/sample_ns and scaled */
+	uint64_t min_block_ns; /* shorter spells are ignored */
+	uint64_t sample_ns; /* Go-style block rate: spells shorter are sampled with p = delay/sample_ns and scaled */
 	/* Extensions (0 = default): */
-	unsigned ringbuf_bytes;     /* ring buffer size, power of two; default 8 MiB */
-	unsigned max_rate;          /* records per second per process; default 1000 */
-	bool futex_in_block;        /* also report futex waits as BLOCK (see above) */
+	unsigned ringbuf_bytes; /* ring buffer size, power of two; default 8 MiB */
+	unsigned max_rate; /* records per second per process; default 1000 */
+	bool futex_in_block; /* also report futex waits as BLOCK (see above) */
 };
 
 /*
@@ -90,7 +90,8 @@ struct pp_offcpu_opts {
  * opts may be NULL (defaults: 16 KiB stack, no minimum, no sampling).
  * fn is called from pp_offcpu__poll. Returns NULL with errno on failure.
  */
-struct pp_offcpu *pp_offcpu__new(const struct pp_offcpu_opts *opts, pp_offcpu_event_fn fn, void *ctx);
+struct pp_offcpu *pp_offcpu__new(const struct pp_offcpu_opts *opts, pp_offcpu_event_fn fn,
+				 void *ctx);
 /* Start/stop tracing a process (pid in podprof's namespace). add: 0, or
  * -ESRCH (no such process), -ENOSPC (1024 processes traced), -errno.
  * add of a traced pid is 0. remove: 0 or -ENOENT; it also forgets the
@@ -103,8 +104,8 @@ int pp_offcpu__remove_process(struct pp_offcpu *o, pid_t pid);
 int pp_offcpu__poll(struct pp_offcpu *o, int timeout_ms);
 
 struct pp_offcpu_stats {
-	uint64_t events;       /* delivered to fn */
-	uint64_t drops;        /* ring buffer full, rate cap, thread table full */
+	uint64_t events; /* delivered to fn */
+	uint64_t drops; /* ring buffer full, rate cap, thread table full */
 	uint64_t stack_errors; /* user stack unreadable (event still delivered, stack_len 0) */
 };
 void pp_offcpu__stats(struct pp_offcpu *o, struct pp_offcpu_stats *ret);

@@ -20,10 +20,10 @@
 #include "procfs.h"
 #include "util/util.h"
 
-#define MAX_PHNUM 65535u           /* PN_XNUM - 1 real entries and more via sh_info */
+#define MAX_PHNUM 65535u /* PN_XNUM - 1 real entries and more via sh_info */
 #define MAX_SHNUM (1u << 20)
-#define MAX_NOTE_BYTES (1u << 20)  /* a note segment/section larger than this is skipped */
-#define FD_HEAD 4096               /* first pread: ELF header, phdrs, usually the note */
+#define MAX_NOTE_BYTES (1u << 20) /* a note segment/section larger than this is skipped */
+#define FD_HEAD 4096 /* first pread: ELF header, phdrs, usually the note */
 #define FD_SCRATCH_MAX (16u << 20)
 
 /* Where the bytes come from. get() returns a pointer valid until the next call. */
@@ -73,7 +73,8 @@ static const uint8_t *fd_get(struct reader *rd, uint64_t off, uint64_t len)
 	}
 	size_t done = 0;
 	while (done < len) {
-		ssize_t n = pread(rd->fd, rd->scratch + done, (size_t)len - done, (off_t)(off + done));
+		ssize_t n =
+			pread(rd->fd, rd->scratch + done, (size_t)len - done, (off_t)(off + done));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -220,7 +221,8 @@ static int scan_notes(const struct elf_info *e, const uint8_t *p, uint64_t len, 
 		uint64_t descsz = rd32(e, p + off + 4);
 		uint32_t type = rd32(e, p + off + 8);
 		uint64_t name_off = off + 12;
-		uint64_t desc_off = name_off + align_up(namesz, align);
+		/* In 8-aligned note blocks the padding is relative to the block. */
+		uint64_t desc_off = align_up(name_off + namesz, align);
 
 		if (desc_off > len || descsz > len - desc_off)
 			break; /* truncated or garbage: stop scanning this block */
@@ -230,7 +232,7 @@ static int scan_notes(const struct elf_info *e, const uint8_t *p, uint64_t len, 
 			*ret_len = (size_t)descsz;
 			return 0;
 		}
-		uint64_t next = desc_off + align_up(descsz, align);
+		uint64_t next = align_up(desc_off + descsz, align);
 		if (next <= off || next > len)
 			break;
 		off = next;

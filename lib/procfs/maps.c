@@ -542,7 +542,8 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 		if (stat(path, &st) == 0) {
 			r = 0;
 			if (!stat_matches(&st, m)) {
-				_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+				_cleanup_close_ int fd =
+					open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 				r = fd < 0 ? -errno : check_fd(fd, m, true);
 			}
 			if (r == 0) {

@@ -16,9 +16,9 @@
 #include "util/util.h"
 
 #define PF_KTHREAD 0x00200000u
-#define STAT_MAX_BYTES 4096      /* one stat line is < 1 KiB */
-#define STATUS_MAX_BYTES 65536   /* status is ~1.5 KiB; generous for long Groups: lines */
-#define PID_LIST_MAX (1u << 22)  /* PID_MAX_LIMIT */
+#define STAT_MAX_BYTES 4096 /* one stat line is < 1 KiB */
+#define STATUS_MAX_BYTES 65536 /* status is ~1.5 KiB; generous for long Groups: lines */
+#define PID_LIST_MAX (1u << 22) /* PID_MAX_LIMIT */
 
 /* Read at most max bytes of a file (the rest is ignored, not an error). */
 static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len)

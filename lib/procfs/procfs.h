@@ -23,23 +23,23 @@
 #define PP_PROT_X 4u
 
 struct pp_map {
-	uint64_t start, end;   /* [start, end) */
-	uint64_t offset;       /* file offset of start */
-	uint32_t prot;         /* PP_PROT_* */
+	uint64_t start, end; /* [start, end) */
+	uint64_t offset; /* file offset of start */
+	uint32_t prot; /* PP_PROT_* */
 	bool shared;
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
-	char *path;            /* NULL for anonymous; " (deleted)" stripped */
+	char *path; /* NULL for anonymous; " (deleted)" stripped */
 	bool deleted;
-	bool special;          /* [heap], [stack], [vdso], [vsyscall], [anon:..] ... (path holds it) */
+	bool special; /* [heap], [stack], [vdso], [vsyscall], [anon:..] ... (path holds it) */
 };
 
 struct pp_maps {
-	struct pp_map *v;      /* sorted by start, no overlaps; paths live in the same allocation */
+	struct pp_map *v; /* sorted by start, no overlaps; paths live in the same allocation */
 	size_t n;
 };
 
-#define PP_MAPS_MAX 1000000u                 /* more mappings: -E2BIG */
+#define PP_MAPS_MAX 1000000u /* more mappings: -E2BIG */
 #define PP_MAPS_MAX_BYTES ((size_t)256 << 20) /* largest maps text pp_maps__read accepts */
 
 /*
@@ -93,7 +93,7 @@ int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
  * one route only).
  */
 #define PP_RESOLVE_NO_MAP_FILES 1u /* skip /proc/PID/map_files */
-#define PP_RESOLVE_NO_ROOT 2u      /* skip the /proc/PID/root fallback */
+#define PP_RESOLVE_NO_ROOT 2u /* skip the /proc/PID/root fallback */
 int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags);
 int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n);
 
@@ -118,10 +118,10 @@ void pp_buildid__hex(const uint8_t *id, size_t len, char *out);
 struct pp_proc_info {
 	pid_t pid, ppid;
 	char comm[16];
-	char state;            /* R, S, D, ... */
-	uint64_t start_time;   /* field 22 of stat, clock ticks: (pid, start_time) names a process */
-	char *exe;             /* readlink of /proc/PID/exe as the target sees it (may be NULL) */
-	char *cmdline;         /* argv joined by NUL (no trailing NUL); may be NULL for kernel threads */
+	char state; /* R, S, D, ... */
+	uint64_t start_time; /* field 22 of stat, clock ticks: (pid, start_time) names a process */
+	char *exe; /* readlink of /proc/PID/exe as the target sees it (may be NULL) */
+	char *cmdline; /* argv joined by NUL (no trailing NUL); may be NULL for kernel threads */
 	size_t cmdline_len;
 	bool kernel_thread;
 };

@@ -41,10 +41,10 @@ struct st_proc {
 	int group;
 	bool alive;
 	struct pp_maps maps;
-	struct st_bid *bids;            /* parallel to maps.v */
-	struct st_mapping *mappings;    /* interned for profiles */
+	struct st_bid *bids; /* parallel to maps.v */
+	struct st_mapping *mappings; /* interned for profiles */
 	size_t n_mappings, cap_mappings;
-	int exe_mapping;                /* index in mappings or -1 */
+	int exe_mapping; /* index in mappings or -1 */
 	struct st_thread *threads;
 	size_t n_threads, cap_threads;
 };
@@ -56,10 +56,10 @@ struct st_frame {
 
 struct st_loc {
 	uint32_t proc;
-	int32_t mapping;                /* index into proc->mappings, -1 none, KERNEL_MAPPING */
-	uint64_t addr;                  /* adjusted: exact for the leaf, ret-1 for callers */
-	uint64_t pc;                    /* key: the pc as given */
-	uint8_t flags;                  /* key: LOC_LEAF | LOC_KERNEL */
+	int32_t mapping; /* index into proc->mappings, -1 none, KERNEL_MAPPING */
+	uint64_t addr; /* adjusted: exact for the leaf, ret-1 for callers */
+	uint64_t pc; /* key: the pc as given */
+	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL */
 	struct st_frame *frames;
 	uint32_t n_frames;
 	bool has_function, has_file, has_line, has_inline;
@@ -77,7 +77,7 @@ struct st_stack {
 };
 
 struct st_live {
-	uint32_t proc1;                 /* proc index + 1; 0 = empty slot */
+	uint32_t proc1; /* proc index + 1; 0 = empty slot */
 	uint32_t stack;
 	uint64_t addr, size;
 };
@@ -85,7 +85,7 @@ struct st_live {
 /* Open-addressing table of indices (+1), keyed by a stored hash. */
 struct idx_table {
 	uint32_t *slots;
-	size_t cap;                     /* power of two */
+	size_t cap; /* power of two */
 };
 
 struct pp_store {
@@ -319,7 +319,8 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 			r = -ENOSPC;
 			goto out;
 		}
-		if (grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1, sizeof(*st->procs))) {
+		if (grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1,
+			 sizeof(*st->procs))) {
 			r = -ENOMEM;
 			goto out;
 		}
@@ -393,7 +394,8 @@ void pp_store__process_exit(struct pp_store *st, pid_t pid)
 				struct st_live *e = &old[i];
 				if (!e->proc1 || e->proc1 == idx + 1)
 					continue;
-				size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (st->live_cap - 1);
+				size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) &
+					   (st->live_cap - 1);
 				while (nl[h].proc1)
 					h = (h + 1) & (st->live_cap - 1);
 				nl[h] = *e;
@@ -891,8 +893,8 @@ static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
 struct render_ctx {
 	struct pp_store *st;
 	struct pp_pprof *pp;
-	uint64_t *loc_ids;      /* per store loc: pprof id, 0 = not yet */
-	uint64_t **map_ids;     /* per proc: per mapping pprof id */
+	uint64_t *loc_ids; /* per store loc: pprof id, 0 = not yet */
+	uint64_t **map_ids; /* per proc: per mapping pprof id */
 	uint64_t kernel_map;
 };
 
@@ -917,8 +919,10 @@ static uint64_t render_mapping(struct render_ctx *rc, uint32_t pidx, int32_t m)
 	}
 	if (!rc->map_ids[pidx][m]) {
 		const struct st_mapping *x = &p->mappings[m];
-		struct pp_pprof_mapping pm = { .start = x->start, .limit = x->limit,
-					       .offset = x->offset, .file = x->file,
+		struct pp_pprof_mapping pm = { .start = x->start,
+					       .limit = x->limit,
+					       .offset = x->offset,
+					       .file = x->file,
 					       .build_id = x->build_id[0] ? x->build_id : NULL };
 		rc->map_ids[pidx][m] = pp_pprof__add_mapping(rc->pp, &pm);
 	}
@@ -1006,7 +1010,8 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		r = -EINVAL;
 		goto out;
 	}
-	pp_pprof__set_time(rc.pp, (int64_t)now, o->base ? duration : (kind == PP_PROFILE_CPU ? 1 : 0));
+	pp_pprof__set_time(rc.pp, (int64_t)now,
+			   o->base ? duration : (kind == PP_PROFILE_CPU ? 1 : 0));
 	for (size_t i = 0; i < o->n_comments; i++)
 		if (o->comments[i])
 			pp_pprof__add_comment(rc.pp, o->comments[i]);
@@ -1074,7 +1079,8 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		if (s->tid > 0) {
 			const char *tn = thread_name(p, s->tid);
 			if (tn && *tn)
-				labels[nl++] = (struct pp_pprof_label){ .key = "thread_name", .str = tn };
+				labels[nl++] =
+					(struct pp_pprof_label){ .key = "thread_name", .str = tn };
 			labels[nl++] = (struct pp_pprof_label){ .key = "thread_id", .num = s->tid };
 		}
 		if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
@@ -1171,11 +1177,13 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 	case PP_PROFILE_HEAP:
 	case PP_PROFILE_ALLOCS:
 		qsort(recs, n, sizeof(*recs), cmp_rec_desc);
-		r = pp_buf_printf(out, "heap profile: %" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64
+		r = pp_buf_printf(out,
+				  "heap profile: %" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64
 				  "] @ heap/%" PRIu64 "\n",
 				  tot[2], tot[3], tot[0], tot[1], 2 * st->opts.heap_sample_rate);
 		for (size_t i = 0; i < n && !r; i++) {
-			r = pp_buf_printf(out, "%" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @",
+			r = pp_buf_printf(out,
+					  "%" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @",
 					  recs[i].v[2], recs[i].v[3], recs[i].v[0], recs[i].v[1]);
 			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);
 		}
@@ -1188,7 +1196,8 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 		if (!r && kind == PP_PROFILE_MUTEX)
 			r = pp_buf_puts(out, "sampling period=1\n");
 		for (size_t i = 0; i < n && !r; i++) {
-			r = pp_buf_printf(out, "%" PRId64 " %" PRId64 " @", recs[i].v[1], recs[i].v[0]);
+			r = pp_buf_printf(out, "%" PRId64 " %" PRId64 " @", recs[i].v[1],
+					  recs[i].v[0]);
 			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);
 		}
 		break;
@@ -1196,8 +1205,8 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 	case PP_PROFILE_THREADCREATE:
 	case PP_PROFILE_CPU:
 		qsort(recs, n, sizeof(*recs), cmp_rec_count);
-		r = pp_buf_printf(out, "%s profile: total %" PRId64 "\n", pp_profile_kind__name(kind),
-				  tot[0]);
+		r = pp_buf_printf(out, "%s profile: total %" PRId64 "\n",
+				  pp_profile_kind__name(kind), tot[0]);
 		for (size_t i = 0; i < n && !r; i++) {
 			r = pp_buf_printf(out, "%" PRId64 " @", recs[i].v[0]);
 			r = r ? r : text_frames(st, out, &st->stacks[recs[i].stack]);

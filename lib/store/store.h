@@ -33,8 +33,8 @@ struct pp_store_opts {
 	unsigned max_stacks;
 	unsigned max_live;
 	unsigned max_procs;
-	uint64_t heap_sample_rate;   /* for scaling heap values */
-	uint64_t cpu_period_ns;      /* weight of one CPU sample */
+	uint64_t heap_sample_rate; /* for scaling heap values */
+	uint64_t cpu_period_ns; /* weight of one CPU sample */
 };
 
 struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbolizer *sym);
@@ -84,9 +84,9 @@ void pp_store_snapshot__free(struct pp_store_snapshot *snap);
 struct pp_store_render_opts {
 	enum pp_profile_kind kind;
 	const struct pp_store_snapshot *base; /* NULL = absolute */
-	int debug;                            /* 0 proto (gzip), 1 legacy text */
-	int group;                            /* -1 = every target, else that config entry only */
-	const char *const *comments;          /* extra comments (proto) / '#' lines (text) */
+	int debug; /* 0 proto (gzip), 1 legacy text */
+	int group; /* -1 = every target, else that config entry only */
+	const char *const *comments; /* extra comments (proto) / '#' lines (text) */
 	size_t n_comments;
 };
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out);

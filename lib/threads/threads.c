@@ -54,8 +54,8 @@
 #define PF_KTHREAD_FLAG 0x00200000u
 
 enum capture_result {
-	CAP_DONE,    /* snap filled (captured or with a reason); thread released */
-	CAP_GONE,    /* thread exited: leave it out */
+	CAP_DONE, /* snap filled (captured or with a reason); thread released */
+	CAP_GONE, /* thread exited: leave it out */
 	CAP_ABANDON, /* snap filled, but the thread may still be seized: helper must exit */
 };
 
@@ -66,10 +66,10 @@ struct snap_ctx {
 	struct pp_thread_snap *snaps;
 	bool *gone;
 	size_t n;
-	size_t next;       /* first thread the next helper handles */
-	uint8_t *scratch;  /* stack_bytes */
-	int mem_fd;        /* /proc/PID/mem, opened only if process_vm_readv is refused */
-	bool abandoned;    /* the last helper exited with a tracee */
+	size_t next; /* first thread the next helper handles */
+	uint8_t *scratch; /* stack_bytes */
+	int mem_fd; /* /proc/PID/mem, opened only if process_vm_readv is refused */
+	bool abandoned; /* the last helper exited with a tracee */
 	pid_t helper_tid;
 };
 
@@ -195,8 +195,7 @@ static int parse_task_stat(const char *text, struct pp_thread_snap *s, bool *ret
 }
 
 /* Fills the /proc part of s. -ENOENT/-ESRCH when the thread is gone. */
-static int read_task_info(pid_t pid, struct pp_thread_snap *s, bool *ret_kthread,
-			  pid_t *ret_tracer)
+static int read_task_info(pid_t pid, struct pp_thread_snap *s, bool *ret_kthread, pid_t *ret_tracer)
 {
 	_cleanup_free_ char *stat_text = NULL, *status = NULL, *wchan = NULL;
 	size_t len;
@@ -436,7 +435,7 @@ static enum capture_result capture_one(struct snap_ctx *c, struct pp_thread_snap
 	unsigned event = (unsigned)status >> 16;
 	if (event == 0)
 		inject = WSTOPSIG(status); /* signal-delivery-stop: hand it back */
-	/* else PTRACE_EVENT_STOP: our interrupt (SIGTRAP) or a group-stop
+		/* else PTRACE_EVENT_STOP: our interrupt (SIGTRAP) or a group-stop
 	 * (stop signal); detaching leaves a group-stopped thread stopped. */
 
 #if defined(__x86_64__)
@@ -566,8 +565,8 @@ static bool process_exists(pid_t pid)
 	return stat(path, &st) == 0;
 }
 
-int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts,
-			 struct pp_thread_snap **ret, size_t *ret_n)
+int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct pp_thread_snap **ret,
+			 size_t *ret_n)
 {
 	struct snap_ctx c = { .pid = pid, .mem_fd = -1 };
 	_cleanup_free_ pid_t *tids = NULL;

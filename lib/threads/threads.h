@@ -36,28 +36,28 @@
 struct pp_thread_snap {
 	pid_t tid;
 	char name[16];
-	char state;                 /* from /proc/PID/task/TID/stat before stopping */
-	char wchan[64];             /* kernel wait channel, "" if unknown */
+	char state; /* from /proc/PID/task/TID/stat before stopping */
+	char wchan[64]; /* kernel wait channel, "" if unknown */
 	uint64_t voluntary_switches, nonvoluntary_switches;
-	uint64_t cpu_time_ns;       /* utime+stime */
-	bool captured;              /* regs and stack valid */
-	int error;                  /* -errno when not captured */
-	char reason[96];            /* human text when not captured */
-	uint64_t pause_ns;          /* how long the thread was stopped */
+	uint64_t cpu_time_ns; /* utime+stime */
+	bool captured; /* regs and stack valid */
+	int error; /* -errno when not captured */
+	char reason[96]; /* human text when not captured */
+	uint64_t pause_ns; /* how long the thread was stopped */
 	struct pp_regs regs;
-	uint8_t *stack;             /* owned; bytes from regs.r[PP_REG_SP] */
+	uint8_t *stack; /* owned; bytes from regs.r[PP_REG_SP] */
 	size_t stack_len;
-	int signal;                 /* signal found pending at the stop and re-delivered
+	int signal; /* signal found pending at the stop and re-delivered
 				     * on detach, 0 if none (extension) */
 };
 
 struct pp_threads_opts {
-	unsigned stack_bytes;       /* 0: no stack copy; capped at PP_THREADS_STACK_MAX */
-	unsigned max_pause_ms;      /* give up on a thread that does not stop in time;
+	unsigned stack_bytes; /* 0: no stack copy; capped at PP_THREADS_STACK_MAX */
+	unsigned max_pause_ms; /* give up on a thread that does not stop in time;
 				     * 0: PP_THREADS_PAUSE_DEFAULT_MS, capped at 10000 */
 };
 
-#define PP_THREADS_STACK_DEFAULT 32768      /* when opts is NULL */
+#define PP_THREADS_STACK_DEFAULT 32768 /* when opts is NULL */
 #define PP_THREADS_STACK_MAX (8u << 20)
 #define PP_THREADS_PAUSE_DEFAULT_MS 50
 
@@ -74,8 +74,8 @@ struct pp_threads_opts {
  * caller's own process), -EINVAL, -ENOMEM, -E2BIG (too many threads) or
  * another -errno. Caller frees *ret with pp_threads__free (n may be 0).
  */
-int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts,
-			 struct pp_thread_snap **ret, size_t *ret_n);
+int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct pp_thread_snap **ret,
+			 size_t *ret_n);
 /* Frees the stacks and the array; NULL is fine. */
 void pp_threads__free(struct pp_thread_snap *snaps, size_t n);
 

@@ -37,20 +37,20 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define MAX_FILES 1024          /* files reported per process */
-#define MAX_RANGES 8192         /* executable / read-only ranges kept per process */
+#define MAX_FILES 1024 /* files reported per process */
+#define MAX_RANGES 8192 /* executable / read-only ranges kept per process */
 #define VDSO_MAX (1u << 20)
 #define REBUILD_MIN_NS (100ull * 1000 * 1000)
-#define CFI_CACHE_SIZE 4096     /* power of two */
+#define CFI_CACHE_SIZE 4096 /* power of two */
 
 struct range {
-	uint64_t start, end;     /* [start, end) */
-	uint64_t offset;         /* file offset of start (ro ranges) */
-	int fd;                  /* ro ranges: borrowed from files[] (-1 none) */
+	uint64_t start, end; /* [start, end) */
+	uint64_t offset; /* file offset of start (ro ranges) */
+	int fd; /* ro ranges: borrowed from files[] (-1 none) */
 };
 
 struct cfi_entry {
-	uint64_t pc;             /* 0 = empty */
+	uint64_t pc; /* 0 = empty */
 	int8_t has_cfi;
 };
 
@@ -62,12 +62,12 @@ struct pp_unwinder {
 	bool built;
 	bool stale;
 	uint64_t last_build_ns;
-	Dwfl *dwfl;              /* NULL when CFI is unavailable (fp-only) */
-	struct range *exec;      /* every executable mapping, sorted */
+	Dwfl *dwfl; /* NULL when CFI is unavailable (fp-only) */
+	struct range *exec; /* every executable mapping, sorted */
 	size_t n_exec;
-	struct range *ro;        /* read-only file-backed mappings, sorted */
+	struct range *ro; /* read-only file-backed mappings, sorted */
 	size_t n_ro;
-	int *fds;                /* our own fds, for ro reads */
+	int *fds; /* our own fds, for ro reads */
 	size_t n_fds;
 
 	struct cfi_entry cfi_cache[CFI_CACHE_SIZE];
@@ -83,7 +83,7 @@ struct pp_unwinder {
 	uint64_t *pcs;
 	size_t max, n;
 	bool hit_max, hit_zero, bogus, read_past_stack, mem_failed, unknown_pc, fp_used;
-	bool last_act;           /* isactivation of the last frame stored */
+	bool last_act; /* isactivation of the last frame stored */
 	bool last_regs_ok;
 	uint64_t last_bp, last_sp;
 };
@@ -93,15 +93,24 @@ struct pp_unwinder {
 static int perf_to_dwarf(unsigned perf_reg)
 {
 	switch (perf_reg) {
-	case PERF_REG_X86_AX: return 0;
-	case PERF_REG_X86_DX: return 1;
-	case PERF_REG_X86_CX: return 2;
-	case PERF_REG_X86_BX: return 3;
-	case PERF_REG_X86_SI: return 4;
-	case PERF_REG_X86_DI: return 5;
-	case PERF_REG_X86_BP: return 6;
-	case PERF_REG_X86_SP: return 7;
-	case PERF_REG_X86_IP: return 16;
+	case PERF_REG_X86_AX:
+		return 0;
+	case PERF_REG_X86_DX:
+		return 1;
+	case PERF_REG_X86_CX:
+		return 2;
+	case PERF_REG_X86_BX:
+		return 3;
+	case PERF_REG_X86_SI:
+		return 4;
+	case PERF_REG_X86_DI:
+		return 5;
+	case PERF_REG_X86_BP:
+		return 6;
+	case PERF_REG_X86_SP:
+		return 7;
+	case PERF_REG_X86_IP:
+		return 16;
 	default:
 		if (perf_reg >= PERF_REG_X86_R8 && perf_reg <= PERF_REG_X86_R15)
 			return 8 + (int)(perf_reg - PERF_REG_X86_R8);
@@ -258,7 +267,7 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 	_cleanup_free_ uint8_t *buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
-	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)m->start, len};
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)m->start, len };
 	ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
 	if (r != (ssize_t)len) {
 		snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
@@ -283,7 +292,7 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 struct reported {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode, bias;
-	int fd;                  /* our fd for ro reads */
+	int fd; /* our fd for ro reads */
 };
 
 static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct reported *rep,
@@ -336,7 +345,7 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	} else {
 		close(fd);
 	}
-	rep[*n_rep] = (struct reported){m->dev_major, m->dev_minor, m->inode, bias, own};
+	rep[*n_rep] = (struct reported){ m->dev_major, m->dev_minor, m->inode, bias, own };
 	(*n_rep)++;
 	return 0;
 }
@@ -412,7 +421,7 @@ static int range_cmp(const void *a, const void *b)
 
 static int unwinder_build(struct pp_unwinder *u)
 {
-	struct pp_maps maps = {0};
+	struct pp_maps maps = { 0 };
 	size_t cap_exec = 0, cap_ro = 0, n_rep = 0;
 	struct reported *rep = NULL;
 	int r;
@@ -445,7 +454,7 @@ static int unwinder_build(struct pp_unwinder *u)
 
 		if (m->prot & PP_PROT_X) {
 			r = push_range(&u->exec, &u->n_exec, &cap_exec,
-				       (struct range){m->start, m->end, m->offset, -1});
+				       (struct range){ m->start, m->end, m->offset, -1 });
 			if (r < 0)
 				break;
 			if (file || vdso) {
@@ -470,7 +479,7 @@ static int unwinder_build(struct pp_unwinder *u)
 		if (fd < 0)
 			continue;
 		if (push_range(&u->ro, &u->n_ro, &cap_ro,
-			       (struct range){m->start, m->end, m->offset, fd}) < 0)
+			       (struct range){ m->start, m->end, m->offset, fd }) < 0)
 			break;
 	}
 	qsort(u->exec, u->n_exec, sizeof(*u->exec), range_cmp);
@@ -685,8 +694,7 @@ static unsigned unwind_once(struct pp_unwinder *u)
 			/* libdw ends "normally" when the RA is undefined, which is also what a
 			 * failed read of a saved RA looks like: only trust it without one. */
 			flags |= PP_UNWIND_COMPLETE;
-		else if (!u->bogus && u->n > 0 && u->last_regs_ok &&
-			 u->last_bp >= u->last_sp) {
+		else if (!u->bogus && u->n > 0 && u->last_regs_ok && u->last_bp >= u->last_sp) {
 			/* libdw gave up (no CFI, no usable rule): frame pointers from here. */
 			size_t before = u->n;
 			unsigned f = fp_walk(u, u->last_bp, u->last_sp);

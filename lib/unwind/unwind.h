@@ -35,13 +35,13 @@ void pp_regs__from_perf(struct pp_regs *ret, const uint64_t *perf_regs, uint64_t
 uint64_t pp_regs__perf_mask(void);
 
 enum pp_unwind_flags {
-	PP_UNWIND_COMPLETE = 1 << 0,   /* reached the outermost frame (CFI said so, or a zero RA) */
-	PP_UNWIND_TRUNCATED = 1 << 1,  /* ran out of copied stack or max frames */
-	PP_UNWIND_FP_FALLBACK = 1 << 2,/* some frames came from frame pointers */
+	PP_UNWIND_COMPLETE = 1 << 0, /* reached the outermost frame (CFI said so, or a zero RA) */
+	PP_UNWIND_TRUNCATED = 1 << 1, /* ran out of copied stack or max frames */
+	PP_UNWIND_FP_FALLBACK = 1 << 2, /* some frames came from frame pointers */
 };
 
 struct pp_unwinder_opts {
-	bool frame_pointers_only;      /* skip CFI */
+	bool frame_pointers_only; /* skip CFI */
 };
 
 struct pp_unwinder *pp_unwinder__new(pid_t pid, const struct pp_unwinder_opts *opts);

@@ -61,10 +61,17 @@ void pp_caps__format(uint64_t mask, char *buf, unsigned long n)
 		int bit;
 		const char *name;
 	} names[] = {
-		{ 0, "CAP_CHOWN" },	      { 1, "CAP_DAC_OVERRIDE" }, { 2, "CAP_DAC_READ_SEARCH" },
-		{ 8, "CAP_SETPCAP" },	      { 19, "CAP_SYS_PTRACE" },  { 21, "CAP_SYS_ADMIN" },
-		{ 24, "CAP_SYS_RESOURCE" },   { 34, "CAP_SYSLOG" },	 { 38, "CAP_PERFMON" },
-		{ 39, "CAP_BPF" },	      { 40, "CAP_CHECKPOINT_RESTORE" },
+		{ 0, "CAP_CHOWN" },
+		{ 1, "CAP_DAC_OVERRIDE" },
+		{ 2, "CAP_DAC_READ_SEARCH" },
+		{ 8, "CAP_SETPCAP" },
+		{ 19, "CAP_SYS_PTRACE" },
+		{ 21, "CAP_SYS_ADMIN" },
+		{ 24, "CAP_SYS_RESOURCE" },
+		{ 34, "CAP_SYSLOG" },
+		{ 38, "CAP_PERFMON" },
+		{ 39, "CAP_BPF" },
+		{ 40, "CAP_CHECKPOINT_RESTORE" },
 	};
 	size_t len = 0;
 	if (!n)

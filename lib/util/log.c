@@ -59,7 +59,8 @@ void pp_log(enum pp_log_level level, const char *fmt, ...)
 
 	pthread_mutex_lock(&g_lock);
 	if (g_format == PP_LOG_JSON) {
-		fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts, level_names[level]);
+		fprintf(stderr, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts,
+			level_names[level]);
 		json_escape(stderr, msg);
 		fputs("\"}\n", stderr);
 	} else {

@@ -18,9 +18,9 @@ void pp_log(enum pp_log_level level, const char *fmt, ...) __attribute__((format
 #define pp_err(...) pp_log(PP_LOG_ERROR, __VA_ARGS__)
 #define pp_warn(...) pp_log(PP_LOG_WARN, __VA_ARGS__)
 #define pp_info(...) pp_log(PP_LOG_INFO, __VA_ARGS__)
-#define pp_dbg(...)                                    \
-	do {                                           \
-		if (pp_log_enabled(PP_LOG_DEBUG))      \
+#define pp_dbg(...)                                        \
+	do {                                               \
+		if (pp_log_enabled(PP_LOG_DEBUG))          \
 			pp_log(PP_LOG_DEBUG, __VA_ARGS__); \
 	} while (0)
 

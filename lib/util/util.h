@@ -51,7 +51,8 @@ int pp_buf_reserve(struct pp_buf *b, size_t extra);
 int pp_buf_append(struct pp_buf *b, const void *data, size_t n);
 int pp_buf_puts(struct pp_buf *b, const char *s);
 int pp_buf_printf(struct pp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int pp_buf_vprintf(struct pp_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+int pp_buf_vprintf(struct pp_buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 void pp_buf_reset(struct pp_buf *b);
 /* Hands the data to the caller (who frees it) and empties the buffer. */
 char *pp_buf_steal(struct pp_buf *b, size_t *ret_len);

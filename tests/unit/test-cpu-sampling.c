@@ -74,8 +74,8 @@ static int sym_cmp(const void *a, const void *b)
 }
 
 /* Loads FUNC symbols of section type `type` from path, placed with bias. Returns count. */
-static size_t load_syms(struct symtab *t, const char *path, uint64_t bias, uint64_t lo,
-			uint64_t hi, Elf64_Word type)
+static size_t load_syms(struct symtab *t, const char *path, uint64_t bias, uint64_t lo, uint64_t hi,
+			Elf64_Word type)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t count = 0;
@@ -96,8 +96,8 @@ static size_t load_syms(struct symtab *t, const char *path, uint64_t bias, uint6
 				continue;
 			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
 			if (name && *name) {
-				symtab_add(t, bias + s.st_value, bias + s.st_value + PP_MAX(s.st_size, 1),
-					   name);
+				symtab_add(t, bias + s.st_value,
+					   bias + s.st_value + PP_MAX(s.st_size, 1), name);
 				count++;
 			}
 		}
@@ -219,7 +219,7 @@ static int teardown(void **state)
 static pid_t start_workload(const char *path, const char *arg)
 {
 	int p[2];
-	char line[32] = {0};
+	char line[32] = { 0 };
 
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	pid_t child = fork();
@@ -324,7 +324,7 @@ static void on_sample(void *ctx, const struct pp_raw_sample *s)
 	struct usample *o = &c->v[c->n];
 	uint64_t t0 = pp_now_mono_ns();
 	int r = pp_unwinder__unwind(u, &s->regs, s->stack, s->stack_len, o->pcs, MAX_FRAMES, &o->n,
-				&o->flags);
+				    &o->flags);
 	c->unwind_ns += pp_now_mono_ns() - t0; /* reported, never asserted */
 	if (r == 0) {
 		o->pid = s->pid;
@@ -343,7 +343,9 @@ static void collect_free(struct collect *c)
 
 static struct pp_cpu_sampler *sampler_new(struct collect *c)
 {
-	struct pp_cpu_opts o = {.frequency_hz = FREQ, .stack_bytes = 32768, .kernel_callchain = true};
+	struct pp_cpu_opts o = { .frequency_hz = FREQ,
+				 .stack_bytes = 32768,
+				 .kernel_callchain = true };
 
 	memset(c, 0, sizeof(*c));
 	c->v = calloc(MAX_SAMPLES, sizeof(*c->v));
@@ -363,9 +365,11 @@ static void run_for(struct pp_cpu_sampler *s, unsigned ms)
 
 static bool is_root(const char *name)
 {
-	static const char *const roots[] = {"_start", "__libc_start_main", "__libc_start_call_main",
-					    "clone3", "__clone3", "clone", "__clone",
-					    "start_thread"};
+	static const char *const roots[] = {
+		"_start",  "__libc_start_main", "__libc_start_call_main",
+		"clone3",  "__clone3",		"clone",
+		"__clone", "start_thread"
+	};
 
 	if (name && strncmp(name, "__GI_", 5) == 0)
 		name += 5; /* glibc's internal aliases in its debug symtab */
@@ -400,7 +404,7 @@ static double tolerance(double p, size_t n)
 static void check_spin(const char *exe, const char *exe_debug, unsigned ms)
 {
 	struct collect c;
-	struct symtab t = {0};
+	struct symtab t = { 0 };
 	struct pp_cpu_sampler *s = sampler_new(&c);
 	pid_t pid = start_workload(exe, "2");
 
@@ -412,9 +416,9 @@ static void check_spin(const char *exe, const char *exe_debug, unsigned ms)
 	stop_workload(pid);
 
 	size_t n = c.n, rooted = 0, complete = 0, depth = 0, b_ok = 0;
-	size_t hits[4] = {0};
-	static const char *const hot[4] = {"hot_a", "hot_b", "hot_c", "lib_hot"};
-	static const double expect[4] = {0.4, 0.3, 0.2, 0.1};
+	size_t hits[4] = { 0 };
+	static const char *const hot[4] = { "hot_a", "hot_b", "hot_c", "lib_hot" };
+	static const double expect[4] = { 0.4, 0.3, 0.2, 0.1 };
 
 	assert_true(n >= 200);
 	for (size_t i = 0; i < n; i++) {
@@ -435,9 +439,11 @@ static void check_spin(const char *exe, const char *exe_debug, unsigned ms)
 					b_ok++;
 			}
 	}
-	print_message("%s: %zu samples (%" PRIu64 " without regs), %.1f us/unwind, mean depth %.1f, "
+	print_message("%s: %zu samples (%" PRIu64 " without regs), %.1f us/unwind, mean depth "
+						  "%.1f, "
 		      "rooted %.2f%%, complete %.2f%%, a/b/c/lib %.3f %.3f %.3f %.3f\n",
-		      exe, n, c.no_regs, (double)c.unwind_ns / 1000.0 / (double)n, (double)depth / (double)n, 100.0 * (double)rooted / (double)n,
+		      exe, n, c.no_regs, (double)c.unwind_ns / 1000.0 / (double)n,
+		      (double)depth / (double)n, 100.0 * (double)rooted / (double)n,
 		      100.0 * (double)complete / (double)n, (double)hits[0] / (double)n,
 		      (double)hits[1] / (double)n, (double)hits[2] / (double)n,
 		      (double)hits[3] / (double)n);
@@ -495,7 +501,7 @@ static void test_spin_stripped(void **state)
 static void test_forker(void **state)
 {
 	struct collect c;
-	struct symtab tp = {0}, tc = {0};
+	struct symtab tp = { 0 }, tc = { 0 };
 	int fds0 = count_fds();
 	struct pp_cpu_sampler *s = sampler_new(&c);
 	pid_t pid = start_workload(wl_forker, "400");
@@ -598,8 +604,10 @@ static void test_disable(void **state)
 int main(int argc, char **argv)
 {
 	if (argc < 7) {
-		fprintf(stderr, "usage: %s spin spin_nopie spin_static spin_stripped "
-				"spin_stripped.debug forker\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s spin spin_nopie spin_static spin_stripped "
+			"spin_stripped.debug forker\n",
+			argv[0]);
 		return 2;
 	}
 	wl_spin = argv[1];

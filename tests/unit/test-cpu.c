@@ -14,7 +14,7 @@
 
 #include "cpu/cpu.h"
 
-#define SAMPLE_TYPE                                                                  \
+#define SAMPLE_TYPE                                                                    \
 	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN | \
 	 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
@@ -27,10 +27,10 @@ static size_t build_sample(uint64_t abi, uint64_t stack_size, uint64_t dyn)
 	uint64_t mask = pp_regs__perf_mask();
 
 	memset(rec, 0, sizeof(rec));
-	rec[i++] = 0x401000;                                   /* ip */
-	rec[i++] = (uint64_t)1234 | ((uint64_t)1240 << 32);    /* pid, tid */
-	rec[i++] = 987654321;                                  /* time */
-	rec[i++] = 6;                                          /* callchain nr */
+	rec[i++] = 0x401000; /* ip */
+	rec[i++] = (uint64_t)1234 | ((uint64_t)1240 << 32); /* pid, tid */
+	rec[i++] = 987654321; /* time */
+	rec[i++] = 6; /* callchain nr */
 	rec[i++] = (uint64_t)PERF_CONTEXT_KERNEL;
 	rec[i++] = 0xffffffff81000010ull;
 	rec[i++] = 0xffffffff81000020ull;
@@ -47,12 +47,12 @@ static size_t build_sample(uint64_t abi, uint64_t stack_size, uint64_t dyn)
 			rec[i++] = 0xabc0 + k;
 		rec[i++] = dyn;
 	}
-	struct perf_event_header h = {.type = PERF_RECORD_SAMPLE, .size = (uint16_t)(i * 8)};
+	struct perf_event_header h = { .type = PERF_RECORD_SAMPLE, .size = (uint16_t)(i * 8) };
 	memcpy(rec, &h, sizeof(h));
 	return i * 8;
 }
 
-static const struct pp_perf_fmt fmt = {.sample_type = SAMPLE_TYPE, .regs_mask = 0};
+static const struct pp_perf_fmt fmt = { .sample_type = SAMPLE_TYPE, .regs_mask = 0 };
 
 static struct pp_perf_fmt full_fmt(void)
 {
@@ -81,10 +81,10 @@ static void test_sample(void **state)
 	assert_int_equal(r.sample.user_ips[1], 0x401234);
 	assert_true(r.sample.regs_valid);
 	/* perf order AX=100 BX=101 CX=102 DX=103 SI DI BP SP IP=108 R8=109 .. R15=116 */
-	assert_int_equal(r.sample.regs.r[0], 100);  /* rax */
-	assert_int_equal(r.sample.regs.r[1], 103);  /* rdx */
-	assert_int_equal(r.sample.regs.r[2], 102);  /* rcx */
-	assert_int_equal(r.sample.regs.r[3], 101);  /* rbx */
+	assert_int_equal(r.sample.regs.r[0], 100); /* rax */
+	assert_int_equal(r.sample.regs.r[1], 103); /* rdx */
+	assert_int_equal(r.sample.regs.r[2], 102); /* rcx */
+	assert_int_equal(r.sample.regs.r[3], 101); /* rbx */
 	assert_int_equal(r.sample.regs.r[PP_REG_BP], 106);
 	assert_int_equal(r.sample.regs.r[PP_REG_SP], 107);
 	assert_int_equal(r.sample.regs.r[PP_REG_IP], 108);
@@ -143,7 +143,7 @@ static void test_truncated(void **state)
 static void test_lost(void **state)
 {
 	uint64_t buf[3];
-	struct perf_event_header h = {.type = PERF_RECORD_LOST, .size = sizeof(buf)};
+	struct perf_event_header h = { .type = PERF_RECORD_LOST, .size = sizeof(buf) };
 	struct pp_perf_rec r;
 
 	memcpy(buf, &h, sizeof(h));
@@ -172,8 +172,8 @@ static void test_random_bytes(void **state)
 			/* small numbers are likelier to look like sizes */
 			rec[k] = (k % 3 == 0) ? (seed & 0xff) : seed;
 		}
-		struct perf_event_header h = {.type = (uint32_t)(seed % 12),
-					      .size = (uint16_t)(words * 8)};
+		struct perf_event_header h = { .type = (uint32_t)(seed % 12),
+					       .size = (uint16_t)(words * 8) };
 		memcpy(rec, &h, sizeof(h));
 		int ret = pp_perf__parse_record(rec, words * 8, &f, &r);
 		assert_true(ret == 0 || ret == -EINVAL);
@@ -197,7 +197,7 @@ static void test_ring(void **state)
 	const uint8_t *out;
 	uint64_t tail = 1000 * 256 + 200; /* positions are free-running counters */
 	uint64_t payload[12];
-	struct perf_event_header h = {.type = PERF_RECORD_SAMPLE, .size = sizeof(payload)};
+	struct perf_event_header h = { .type = PERF_RECORD_SAMPLE, .size = sizeof(payload) };
 
 	for (size_t i = 0; i < 12; i++)
 		payload[i] = 0x1111111111111111ull * i;
@@ -251,8 +251,8 @@ static void test_regs_mask(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sample),     cmocka_unit_test(test_sample_no_regs),
-		cmocka_unit_test(test_truncated),  cmocka_unit_test(test_lost),
+		cmocka_unit_test(test_sample),	     cmocka_unit_test(test_sample_no_regs),
+		cmocka_unit_test(test_truncated),    cmocka_unit_test(test_lost),
 		cmocka_unit_test(test_random_bytes), cmocka_unit_test(test_ring),
 		cmocka_unit_test(test_regs_mask),
 	};

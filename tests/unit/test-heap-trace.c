@@ -54,11 +54,16 @@ struct ctx {
 static int size_idx(uint64_t s)
 {
 	switch (s) {
-	case SZ_A: return 0;
-	case SZ_B: return 1;
-	case SZ_C: return 2;
-	case SZ_RA: return 3;
-	default: return 4;
+	case SZ_A:
+		return 0;
+	case SZ_B:
+		return 1;
+	case SZ_C:
+		return 2;
+	case SZ_RA:
+		return 3;
+	default:
+		return 4;
 	}
 }
 
@@ -109,8 +114,8 @@ static void on_event(void *arg, const struct pp_heap_event *ev)
 			unsigned flags = 0;
 			bool sa = false, mn = false;
 
-			if (pp_unwinder__unwind(c->unw, &ev->regs, ev->stack, ev->stack_len, pcs, 64,
-						&n, &flags) == 0) {
+			if (pp_unwinder__unwind(c->unw, &ev->regs, ev->stack, ev->stack_len, pcs,
+						64, &n, &flags) == 0) {
 				c->unwound++;
 				for (size_t i = 0; i < n; i++) {
 					sa |= pcs[i] >= c->site_a && pcs[i] < c->site_a + 512;
@@ -214,7 +219,6 @@ static void spawn(struct child *ch, const char *path, const char *mode)
 	cur_child = ch->pid;
 }
 
-
 static int teardown(void **state)
 {
 	int st;
@@ -245,14 +249,17 @@ struct run {
 	const char *want_allocator; /* prefix */
 	bool unwind;
 	bool no_session;
-	double budget;              /* > 0: pause policy with this budget, expect a pause */
+	double budget; /* > 0: pause policy with this budget, expect a pause */
 };
 
 static void run_workload(const struct run *rn)
 {
-	struct pp_heap_opts o = { .sample_rate = (uint64_t)rn->rate, .max_live = 1u << 18,
-				  .stack_bytes = 16384, .budget_percent = 100,
-				  .over_budget = PP_HEAP_POLICY_WARN, .no_session = rn->no_session };
+	struct pp_heap_opts o = { .sample_rate = (uint64_t)rn->rate,
+				  .max_live = 1u << 18,
+				  .stack_bytes = 16384,
+				  .budget_percent = 100,
+				  .over_budget = PP_HEAP_POLICY_WARN,
+				  .no_session = rn->no_session };
 	struct ctx *c = calloc(1, sizeof(*c));
 	struct pp_heap_proc_stats ps;
 	struct pp_heap_stats hs;
@@ -304,9 +311,10 @@ static void run_workload(const struct run *rn)
 	assert_int_equal(pp_heap_tracer__proc_stats(t, ch.pid, &ps), 0);
 	pp_heap_tracer__stats(t, &hs);
 	print_message("  mallocs %" PRIu64 " frees %" PRIu64 " bytes %" PRIu64 " sampled %" PRIu64
-		      " events %" PRIu64 " drops rb %" PRIu64 " live %" PRIu64 " stack %" PRIu64 "\n",
-		      ps.mallocs, ps.frees, ps.alloc_bytes, ps.sampled, hs.events,
-		      hs.ringbuf_drops, hs.live_table_full, hs.stack_read_errors);
+		      " events %" PRIu64 " drops rb %" PRIu64 " live %" PRIu64 " stack %" PRIu64
+		      "\n",
+		      ps.mallocs, ps.frees, ps.alloc_bytes, ps.sampled, hs.events, hs.ringbuf_drops,
+		      hs.live_table_full, hs.stack_read_errors);
 	print_message("  nested %" PRIu64 ", other sizes:", hs.nested);
 	for (int i = 0; i < 16 && c->other_sizes[i][1]; i++)
 		print_message(" %" PRIu64 "x%" PRIu64, c->other_sizes[i][0], c->other_sizes[i][1]);
@@ -321,8 +329,8 @@ static void run_workload(const struct run *rn)
 	uint64_t want_m = n_a + n_b + n_c + 10 + 1 + 4, want_f = n_c + 9 + 4;
 	assert_true(ps.mallocs >= want_m && ps.mallocs <= want_m + 64);
 	assert_true(ps.frees >= want_f && ps.frees <= want_f + 64);
-	uint64_t want_bytes = n_a * SZ_A + n_b * SZ_B + n_c * SZ_C + SZ_RA + 1111 + 2224 + 3333 +
-			      4444;
+	uint64_t want_bytes =
+		n_a * SZ_A + n_b * SZ_B + n_c * SZ_C + SZ_RA + 1111 + 2224 + 3333 + 4444;
 	for (unsigned i = 0; i < 10; i++)
 		want_bytes += 10001 + i;
 	assert_true(ps.alloc_bytes >= want_bytes && ps.alloc_bytes <= want_bytes + (1 << 20));
@@ -347,22 +355,28 @@ static void run_workload(const struct run *rn)
 		assert_true(live_estimate(c, SZ_C, 1, &n) == 0);
 		assert_true(live_estimate(c, 10010, 1, &n) == 10010);
 		assert_true(live_estimate(c, 10005, 1, &n) == 0);
-		assert_true(live_estimate(c, 1111, 1, &n) == 0 && live_estimate(c, 2224, 1, &n) == 0);
-		assert_true(live_estimate(c, 3333, 1, &n) == 0 && live_estimate(c, 4444, 1, &n) == 0);
+		assert_true(live_estimate(c, 1111, 1, &n) == 0 &&
+			    live_estimate(c, 2224, 1, &n) == 0);
+		assert_true(live_estimate(c, 3333, 1, &n) == 0 &&
+			    live_estimate(c, 4444, 1, &n) == 0);
 	} else {
 		/* Poisson: each block of size s is sampled with p = 1-exp(-s/R);
 		 * allow 5 standard deviations of the scaled estimate. */
-		const struct { uint64_t size, n; } sites[] = { { SZ_A, n_a }, { SZ_B, n_b } };
+		const struct {
+			uint64_t size, n;
+		} sites[] = { { SZ_A, n_a }, { SZ_B, n_b } };
 
 		for (unsigned i = 0; i < 2; i++) {
 			double p = 1 - exp(-(double)sites[i].size / rn->rate);
 			double truth = (double)sites[i].n * (double)sites[i].size;
-			double sd = sqrt((double)sites[i].n * p * (1 - p)) * (double)sites[i].size / p;
+			double sd =
+				sqrt((double)sites[i].n * p * (1 - p)) * (double)sites[i].size / p;
 			double est = live_estimate(c, sites[i].size, rn->rate, &n);
 
-			print_message("  size %" PRIu64 ": live est %.1f MiB (truth %.1f, sd %.1f), %"
-				      PRIu64 " samples\n", sites[i].size, est / 1048576, truth / 1048576,
-				      sd / 1048576, n);
+			print_message("  size %" PRIu64 ": live est %.1f MiB (truth %.1f, sd "
+							"%.1f), %" PRIu64 " samples\n",
+				      sites[i].size, est / 1048576, truth / 1048576, sd / 1048576,
+				      n);
 			assert_true(fabs(est - truth) <= 5 * sd);
 		}
 		double pc = 1 - exp(-(double)SZ_C / rn->rate);
@@ -407,29 +421,43 @@ static void run_workload(const struct run *rn)
 static void test_glibc_exact(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ .path = wl_glibc, .mode = "small", .rate = 1,
-				    .want_allocator = "libc.so.6", .unwind = true });
+	run_workload(&(struct run){ .path = wl_glibc,
+				    .mode = "small",
+				    .rate = 1,
+				    .want_allocator = "libc.so.6",
+				    .unwind = true });
 }
 
 static void test_glibc_uretprobe(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ .path = wl_glibc, .mode = "small", .rate = 1,
-				    .want_allocator = "libc.so.6", .unwind = true, .no_session = true });
+	run_workload(&(struct run){ .path = wl_glibc,
+				    .mode = "small",
+				    .rate = 1,
+				    .want_allocator = "libc.so.6",
+				    .unwind = true,
+				    .no_session = true });
 }
 
 static void test_budget_pause(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ .path = wl_glibc, .mode = "full", .rate = R_DEFAULT,
-				    .want_allocator = "libc.so.6", .unwind = false, .budget = 0.1 });
+	run_workload(&(struct run){ .path = wl_glibc,
+				    .mode = "full",
+				    .rate = R_DEFAULT,
+				    .want_allocator = "libc.so.6",
+				    .unwind = false,
+				    .budget = 0.1 });
 }
 
 static void test_glibc_sampled(void **state)
 {
 	(void)state;
-	run_workload(&(struct run){ .path = wl_glibc, .mode = "full", .rate = R_DEFAULT,
-				    .want_allocator = "libc.so.6", .unwind = false });
+	run_workload(&(struct run){ .path = wl_glibc,
+				    .mode = "full",
+				    .rate = R_DEFAULT,
+				    .want_allocator = "libc.so.6",
+				    .unwind = false });
 }
 
 static void test_jemalloc(void **state)
@@ -437,10 +465,16 @@ static void test_jemalloc(void **state)
 	(void)state;
 	if (!wl_jemalloc)
 		skip();
-	run_workload(&(struct run){ .path = wl_jemalloc, .mode = "small", .rate = 1,
-				    .want_allocator = "libjemalloc.so.2", .unwind = false });
-	run_workload(&(struct run){ .path = wl_jemalloc, .mode = "full", .rate = R_DEFAULT,
-				    .want_allocator = "libjemalloc.so.2", .unwind = false });
+	run_workload(&(struct run){ .path = wl_jemalloc,
+				    .mode = "small",
+				    .rate = 1,
+				    .want_allocator = "libjemalloc.so.2",
+				    .unwind = false });
+	run_workload(&(struct run){ .path = wl_jemalloc,
+				    .mode = "full",
+				    .rate = R_DEFAULT,
+				    .want_allocator = "libjemalloc.so.2",
+				    .unwind = false });
 }
 
 static void test_musl_static(void **state)
@@ -448,17 +482,24 @@ static void test_musl_static(void **state)
 	(void)state;
 	if (!wl_musl)
 		skip();
-	run_workload(&(struct run){ .path = wl_musl, .mode = "small", .rate = 1,
-				    .want_allocator = "static:", .unwind = false });
-	run_workload(&(struct run){ .path = wl_musl, .mode = "full", .rate = R_DEFAULT,
-				    .want_allocator = "static:", .unwind = false });
+	run_workload(&(struct run){ .path = wl_musl,
+				    .mode = "small",
+				    .rate = 1,
+				    .want_allocator = "static:",
+				    .unwind = false });
+	run_workload(&(struct run){ .path = wl_musl,
+				    .mode = "full",
+				    .rate = R_DEFAULT,
+				    .want_allocator = "static:",
+				    .unwind = false });
 }
 
 /* Dead pid, and a target that dies while attached. */
 static void test_exit(void **state)
 {
-	struct pp_heap_opts o = { .sample_rate = 1, .max_live = 4096, .stack_bytes = 4096,
-				  .budget_percent = 100 };
+	struct pp_heap_opts o = {
+		.sample_rate = 1, .max_live = 4096, .stack_bytes = 4096, .budget_percent = 100
+	};
 	struct ctx *c = calloc(1, sizeof(*c));
 	struct pp_heap_proc_stats ps;
 	struct pp_heap_tracer *t;

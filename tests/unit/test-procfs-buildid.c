@@ -192,10 +192,12 @@ static void add_note(struct notes *n, bool be, const char *name, size_t namesz, 
 	wr(&tmp, 8, type, 4);
 	memcpy(n->b + n->len, tmp.b, 12);
 	n->len += 12;
+	/* Padding is relative to the start of the note block (gABI; what
+	 * binutils writes for 8-aligned .note.gnu.property). */
 	memcpy(n->b + n->len, name, namesz);
-	n->len += (namesz + align - 1) / align * align;
+	n->len = (n->len + namesz + align - 1) / align * align;
 	memcpy(n->b + n->len, desc, descsz);
-	n->len += (descsz + align - 1) / align * align;
+	n->len = (n->len + descsz + align - 1) / align * align;
 }
 
 #define NOTES_OFF 0x200
@@ -253,8 +255,8 @@ static void build(struct img *im, bool is64, bool be, const struct notes *n, uns
 	im->len = SHDR_OFF + 2 * shsize;
 }
 
-static const uint8_t ID20[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
-				  7, 8, 9, 10, 11, 12, 13, 14, 15, 0x99 };
+static const uint8_t ID20[20] = { 0xde, 0xad, 0xbe, 0xef, 1,  2,  3,  4,  5,  6,
+				  7,	8,    9,    10,	  11, 12, 13, 14, 15, 0x99 };
 
 static int id_of(const struct img *im, char *hex)
 {
@@ -283,13 +285,16 @@ static void test_synthetic(void **state)
 				/* other notes first, with odd name sizes and padding */
 				struct notes n = { .len = 0 };
 				add_note(&n, be, "GNU", 4, NT_GNU_ABI_TAG, abi, 16, 4);
-				add_note(&n, be, "abcde", 6, 3, abi, 3, 4); /* type 3, wrong owner */
-				add_note(&n, be, "GNU", 4, 1, ID20, 7, 4);  /* right owner, wrong type */
+				add_note(&n, be, "abcde", 6, 3, abi, 3,
+					 4); /* type 3, wrong owner */
+				add_note(&n, be, "GNU", 4, 1, ID20, 7,
+					 4); /* right owner, wrong type */
 				add_note(&n, be, "GNU", 4, NT_GNU_BUILD_ID, ID20, 20, 4);
 				build(&im, is64, be, &n, 4, where);
 				hex[0] = '\0';
 				if (id_of(&im, hex) != 0 || strcmp(hex, want) != 0)
-					fail_msg("is64=%d be=%d where=%u: '%s'", is64, be, where, hex);
+					fail_msg("is64=%d be=%d where=%u: '%s'", is64, be, where,
+						 hex);
 
 				/* 8-aligned note block (like .note.gnu.property) */
 				struct notes n8 = { .len = 0 };
@@ -335,7 +340,8 @@ static void test_synthetic(void **state)
 				assert_int_equal(id_of(&im, hex), -ENOENT);
 				wr(&t, 0, 0xfffffffdu, 4);
 				memcpy(trunc.b, t.b, 4);
-				memcpy(trunc.b + 4, t.b, 4); /* sizes that wrap when aligned in 32 bits */
+				memcpy(trunc.b + 4, t.b,
+				       4); /* sizes that wrap when aligned in 32 bits */
 				build(&im, is64, be, &trunc, 4, where);
 				assert_int_equal(id_of(&im, hex), -ENOENT);
 			}
@@ -368,8 +374,10 @@ static void test_hostile_headers(void **state)
 				    : offsetof(Elf32_Ehdr, e_shentsize);
 		size_t ehsize = is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
 		size_t phsize = is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
-		size_t p_off = is64 ? offsetof(Elf64_Phdr, p_offset) : offsetof(Elf32_Phdr, p_offset);
-		size_t p_sz = is64 ? offsetof(Elf64_Phdr, p_filesz) : offsetof(Elf32_Phdr, p_filesz);
+		size_t p_off = is64 ? offsetof(Elf64_Phdr, p_offset)
+				    : offsetof(Elf32_Phdr, p_offset);
+		size_t p_sz = is64 ? offsetof(Elf64_Phdr, p_filesz)
+				   : offsetof(Elf32_Phdr, p_filesz);
 
 		make_base(&im, is64);
 		assert_int_equal(id_of(&im, hex), 0);
@@ -395,7 +403,8 @@ static void test_hostile_headers(void **state)
 		assert_int_equal(id_of(&im, hex), -EBADMSG);
 
 		make_base(&im, is64);
-		wr(&im, shnum, 0, 2); /* extended numbering: count from section 0's sh_size (0 here) */
+		wr(&im, shnum, 0,
+		   2); /* extended numbering: count from section 0's sh_size (0 here) */
 		assert_int_equal(id_of(&im, hex), 0);
 
 		make_base(&im, is64);
@@ -507,8 +516,7 @@ static void test_corruption(void **state)
 		unsigned flips = 1 + (unsigned)(xorshift(&seed) % 8);
 		/* mostly the first KiB (headers, notes), sometimes anywhere */
 		size_t range = (xorshift(&seed) % 4) ? PP_MIN(len, (size_t)1024) : len;
-		for (unsigned k = 0; k < flips; k++)
-		{
+		for (unsigned k = 0; k < flips; k++) {
 			size_t at = xorshift(&seed) % range;
 			data[at] = (char)xorshift(&seed);
 		}
@@ -537,7 +545,8 @@ static void test_corruption(void **state)
 			im = base;
 			unsigned flips = 1 + (unsigned)(xorshift(&seed) % 4);
 			for (unsigned k = 0; k < flips; k++) {
-				size_t at = (xorshift(&seed) % 2) ? xorshift(&seed) % 0x100 : xorshift(&seed) % im.len;
+				size_t at = (xorshift(&seed) % 2) ? xorshift(&seed) % 0x100
+								  : xorshift(&seed) % im.len;
 				im.b[at] = (uint8_t)(xorshift(&seed) & 0xff);
 			}
 			uint8_t id[PP_BUILD_ID_MAX];
@@ -584,14 +593,10 @@ static void test_fd_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fixture),
-		cmocka_unit_test(test_fixture32),
-		cmocka_unit_test(test_real_binaries),
-		cmocka_unit_test(test_synthetic),
-		cmocka_unit_test(test_hostile_headers),
-		cmocka_unit_test(test_truncations),
-		cmocka_unit_test(test_corruption),
-		cmocka_unit_test(test_hex),
+		cmocka_unit_test(test_fixture),		cmocka_unit_test(test_fixture32),
+		cmocka_unit_test(test_real_binaries),	cmocka_unit_test(test_synthetic),
+		cmocka_unit_test(test_hostile_headers), cmocka_unit_test(test_truncations),
+		cmocka_unit_test(test_corruption),	cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_fd_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

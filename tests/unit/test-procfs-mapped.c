@@ -395,9 +395,8 @@ static void test_bind_mount_namespace(void **state)
 	assert_fd_is(fd, &m);
 	assert_int_equal(fd_first_byte(fd), 'B');
 	close(fd);
-	assert_int_equal(pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf,
-						 sizeof(buf)),
-			 0);
+	assert_int_equal(
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
 
 	/* A maps entry claiming the inode podprof sees at that path is refused. */
 	struct pp_map wrong = m;
@@ -453,9 +452,8 @@ static void overlay_case(enum ns_kind kind)
 	assert_true(fd >= 0);
 	assert_int_equal(fd_first_byte(fd), 'L');
 	close(fd);
-	assert_int_equal(pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf,
-						 sizeof(buf)),
-			 0);
+	assert_int_equal(
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
 	struct pp_map wrong = m;
 	wrong.inode = ino_of(c.dir, "other");
 	assert_int_equal(pp_proc__open_mapped_ex(c.pid, &wrong, PP_RESOLVE_NO_MAP_FILES), -ESTALE);

@@ -38,57 +38,58 @@ static const struct line_case line_cases[] = {
 	/* ordinary file mapping, padded to the path column */
 	{ "55d4a5e1c000-55d4a5e1e000 r--p 00000000 fe:01 1311012                    /usr/bin/cat",
 	  true, 0x55d4a5e1c000, 0x55d4a5e1e000, 0, R, false, 0xfe, 1, 1311012, "/usr/bin/cat" },
-	{ "7f0e1a200000-7f0e1a228000 r-xp 00028000 08:02 262247 /usr/lib/x86_64-linux-gnu/libc.so.6",
+	{ "7f0e1a200000-7f0e1a228000 r-xp 00028000 08:02 262247 "
+	  "/usr/lib/x86_64-linux-gnu/libc.so.6",
 	  true, 0x7f0e1a200000, 0x7f0e1a228000, 0x28000, R | X, false, 8, 2, 262247,
 	  "/usr/lib/x86_64-linux-gnu/libc.so.6" },
 	/* path with spaces, and with spaces at the end */
-	{ "400000-401000 r-xp 00001000 00:2a 77 /opt/My App/bin/my server",
-	  true, 0x400000, 0x401000, 0x1000, R | X, false, 0, 0x2a, 77, "/opt/My App/bin/my server" },
-	{ "400000-401000 r-xp 00001000 00:2a 77   /tmp/x  ",
-	  true, 0x400000, 0x401000, 0x1000, R | X, false, 0, 0x2a, 77, "/tmp/x  " },
+	{ "400000-401000 r-xp 00001000 00:2a 77 /opt/My App/bin/my server", true, 0x400000,
+	  0x401000, 0x1000, R | X, false, 0, 0x2a, 77, "/opt/My App/bin/my server" },
+	{ "400000-401000 r-xp 00001000 00:2a 77   /tmp/x  ", true, 0x400000, 0x401000, 0x1000,
+	  R | X, false, 0, 0x2a, 77, "/tmp/x  " },
 	/* deleted */
-	{ "7f0000000000-7f0000001000 r-xp 00000000 00:19 4242 /tmp/jit.so (deleted)",
-	  true, 0x7f0000000000, 0x7f0000001000, 0, R | X, false, 0, 0x19, 4242, "/tmp/jit.so", true },
-	{ "7f0000000000-7f0000100000 rw-s 00000000 00:01 1025 /dev/zero (deleted)",
-	  true, 0x7f0000000000, 0x7f0000100000, 0, R | W, true, 0, 1, 1025, "/dev/zero", true },
-	{ "7f0000000000-7f0000100000 rw-s 00000000 00:01 9 /memfd:jit code (deleted)",
-	  true, 0x7f0000000000, 0x7f0000100000, 0, R | W, true, 0, 1, 9, "/memfd:jit code", true },
+	{ "7f0000000000-7f0000001000 r-xp 00000000 00:19 4242 /tmp/jit.so (deleted)", true,
+	  0x7f0000000000, 0x7f0000001000, 0, R | X, false, 0, 0x19, 4242, "/tmp/jit.so", true },
+	{ "7f0000000000-7f0000100000 rw-s 00000000 00:01 1025 /dev/zero (deleted)", true,
+	  0x7f0000000000, 0x7f0000100000, 0, R | W, true, 0, 1, 1025, "/dev/zero", true },
+	{ "7f0000000000-7f0000100000 rw-s 00000000 00:01 9 /memfd:jit code (deleted)", true,
+	  0x7f0000000000, 0x7f0000100000, 0, R | W, true, 0, 1, 9, "/memfd:jit code", true },
 	/* specials */
-	{ "55d4a6c3d000-55d4a6c5e000 rw-p 00000000 00:00 0                          [heap]",
-	  true, 0x55d4a6c3d000, 0x55d4a6c5e000, 0, R | W, false, 0, 0, 0, "[heap]", false, true },
-	{ "7ffc8a1e4000-7ffc8a205000 rw-p 00000000 00:00 0                          [stack]",
-	  true, 0x7ffc8a1e4000, 0x7ffc8a205000, 0, R | W, false, 0, 0, 0, "[stack]", false, true },
-	{ "7ffc8a3f8000-7ffc8a3fa000 r-xp 00000000 00:00 0                          [vdso]",
-	  true, 0x7ffc8a3f8000, 0x7ffc8a3fa000, 0, R | X, false, 0, 0, 0, "[vdso]", false, true },
-	{ "7ffc8a3f4000-7ffc8a3f8000 r--p 00000000 00:00 0                          [vvar]",
-	  true, 0x7ffc8a3f4000, 0x7ffc8a3f8000, 0, R, false, 0, 0, 0, "[vvar]", false, true },
+	{ "55d4a6c3d000-55d4a6c5e000 rw-p 00000000 00:00 0                          [heap]", true,
+	  0x55d4a6c3d000, 0x55d4a6c5e000, 0, R | W, false, 0, 0, 0, "[heap]", false, true },
+	{ "7ffc8a1e4000-7ffc8a205000 rw-p 00000000 00:00 0                          [stack]", true,
+	  0x7ffc8a1e4000, 0x7ffc8a205000, 0, R | W, false, 0, 0, 0, "[stack]", false, true },
+	{ "7ffc8a3f8000-7ffc8a3fa000 r-xp 00000000 00:00 0                          [vdso]", true,
+	  0x7ffc8a3f8000, 0x7ffc8a3fa000, 0, R | X, false, 0, 0, 0, "[vdso]", false, true },
+	{ "7ffc8a3f4000-7ffc8a3f8000 r--p 00000000 00:00 0                          [vvar]", true,
+	  0x7ffc8a3f4000, 0x7ffc8a3f8000, 0, R, false, 0, 0, 0, "[vvar]", false, true },
 	{ "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
 	  true, 0xffffffffff600000ull, 0xffffffffff601000ull, 0, X, false, 0, 0, 0, "[vsyscall]",
 	  false, true },
-	{ "7f1000000000-7f1000200000 rw-p 00000000 00:00 0 [anon:jemalloc arena 0]",
-	  true, 0x7f1000000000, 0x7f1000200000, 0, R | W, false, 0, 0, 0, "[anon:jemalloc arena 0]",
+	{ "7f1000000000-7f1000200000 rw-p 00000000 00:00 0 [anon:jemalloc arena 0]", true,
+	  0x7f1000000000, 0x7f1000200000, 0, R | W, false, 0, 0, 0, "[anon:jemalloc arena 0]",
 	  false, true },
-	{ "7f1000000000-7f1000001000 rw-s 00000000 00:0f 1064 anon_inode:[perf_event]",
-	  true, 0x7f1000000000, 0x7f1000001000, 0, R | W, true, 0, 0xf, 1064,
-	  "anon_inode:[perf_event]", false, true },
+	{ "7f1000000000-7f1000001000 rw-s 00000000 00:0f 1064 anon_inode:[perf_event]", true,
+	  0x7f1000000000, 0x7f1000001000, 0, R | W, true, 0, 0xf, 1064, "anon_inode:[perf_event]",
+	  false, true },
 	/* a special is never "deleted" */
-	{ "1000-2000 rw-p 00000000 00:00 0 [anon:x (deleted)]",
-	  true, 0x1000, 0x2000, 0, R | W, false, 0, 0, 0, "[anon:x (deleted)]", false, true },
+	{ "1000-2000 rw-p 00000000 00:00 0 [anon:x (deleted)]", true, 0x1000, 0x2000, 0, R | W,
+	  false, 0, 0, 0, "[anon:x (deleted)]", false, true },
 	/* anonymous, with and without the trailing space */
-	{ "7f0e1a000000-7f0e1a021000 rw-p 00000000 00:00 0 ",
-	  true, 0x7f0e1a000000, 0x7f0e1a021000, 0, R | W, false, 0, 0, 0, NULL },
-	{ "7f0e1a000000-7f0e1a021000 ---p 00000000 00:00 0",
-	  true, 0x7f0e1a000000, 0x7f0e1a021000, 0, 0, false, 0, 0, 0, NULL },
+	{ "7f0e1a000000-7f0e1a021000 rw-p 00000000 00:00 0 ", true, 0x7f0e1a000000, 0x7f0e1a021000,
+	  0, R | W, false, 0, 0, 0, NULL },
+	{ "7f0e1a000000-7f0e1a021000 ---p 00000000 00:00 0", true, 0x7f0e1a000000, 0x7f0e1a021000,
+	  0, 0, false, 0, 0, 0, NULL },
 	/* device major/minor in hex, large minor, huge inode, uppercase hex */
-	{ "1000-2000 r--p 0000ABCD 103:fffff 18446744073709551615 /mnt/x",
-	  true, 0x1000, 0x2000, 0xabcd, R, false, 0x103, 0xfffff, UINT64_MAX, "/mnt/x" },
-	{ "1000-2000 r--p 00000000 fff:ff 9223372036854775808 /mnt/y",
-	  true, 0x1000, 0x2000, 0, R, false, 0xfff, 0xff, 9223372036854775808ull, "/mnt/y" },
+	{ "1000-2000 r--p 0000ABCD 103:fffff 18446744073709551615 /mnt/x", true, 0x1000, 0x2000,
+	  0xabcd, R, false, 0x103, 0xfffff, UINT64_MAX, "/mnt/x" },
+	{ "1000-2000 r--p 00000000 fff:ff 9223372036854775808 /mnt/y", true, 0x1000, 0x2000, 0, R,
+	  false, 0xfff, 0xff, 9223372036854775808ull, "/mnt/y" },
 	/* a literal file name that only looks deleted stays a path (suffix must be exact) */
-	{ "1000-2000 r--p 00000000 08:01 5 /tmp/(deleted)",
-	  true, 0x1000, 0x2000, 0, R, false, 8, 1, 5, "/tmp/(deleted)" },
-	{ "1000-2000 r--p 00000000 08:01 5 /x\\012y",
-	  true, 0x1000, 0x2000, 0, R, false, 8, 1, 5, "/x\\012y" },
+	{ "1000-2000 r--p 00000000 08:01 5 /tmp/(deleted)", true, 0x1000, 0x2000, 0, R, false, 8, 1,
+	  5, "/tmp/(deleted)" },
+	{ "1000-2000 r--p 00000000 08:01 5 /x\\012y", true, 0x1000, 0x2000, 0, R, false, 8, 1, 5,
+	  "/x\\012y" },
 
 	/* malformed */
 	{ "", false },
@@ -101,8 +102,8 @@ static const struct line_case line_cases[] = {
 	{ "1000-2000 r--p 00000000 0801 5 /x", false },
 	{ "1000-2000 r--p 00000000 08:01 18446744073709551616 /x", false }, /* inode overflow */
 	{ "10000000000000000-10000000000001000 r--p 00000000 08:01 5 /x", false }, /* 17 digits */
-	{ "2000-1000 r--p 00000000 08:01 5 /x", false },                      /* end < start */
-	{ "2000-2000 r--p 00000000 08:01 5 /x", false },                      /* empty */
+	{ "2000-1000 r--p 00000000 08:01 5 /x", false }, /* end < start */
+	{ "2000-2000 r--p 00000000 08:01 5 /x", false }, /* empty */
 	{ "1000-2000 r--p 00000000 08:01 5x /x", false },
 	{ "1000-2000 r--p 00000000 123456789:01 5 /x", false },
 	{ "-2000 r--p 00000000 08:01 5 /x", false },
@@ -225,15 +226,17 @@ static void test_50k_lines(void **state)
 		uint64_t s = 0x10000000ull + (uint64_t)i * 0x2000;
 		if (i % 10 == 0)
 			assert_int_equal(pp_buf_printf(&b, "%lx-%lx rw-p 00000000 00:00 0\n",
-						       (unsigned long)s, (unsigned long)(s + 0x1000)),
+						       (unsigned long)s,
+						       (unsigned long)(s + 0x1000)),
 					 0);
 		else
-			assert_int_equal(pp_buf_printf(&b,
-						       "%lx-%lx r-xp %08lx fd:%02zx %zu                "
-						       "  /usr/lib/lib number %zu.so\n",
-						       (unsigned long)s, (unsigned long)(s + 0x1000),
-						       (unsigned long)(i * 0x1000), i % 256, i * 7 + 1, i),
-					 0);
+			assert_int_equal(
+				pp_buf_printf(&b,
+					      "%lx-%lx r-xp %08lx fd:%02zx %zu                "
+					      "  /usr/lib/lib number %zu.so\n",
+					      (unsigned long)s, (unsigned long)(s + 0x1000),
+					      (unsigned long)(i * 0x1000), i % 256, i * 7 + 1, i),
+				0);
 	}
 	struct pp_maps maps = { 0 };
 	size_t bad = 1;
@@ -338,12 +341,9 @@ static void test_self(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_line_table),
-		cmocka_unit_test(test_multi_unsorted_and_bad),
-		cmocka_unit_test(test_long_line),
-		cmocka_unit_test(test_50k_lines),
-		cmocka_unit_test(test_too_many),
-		cmocka_unit_test(test_self),
+		cmocka_unit_test(test_line_table), cmocka_unit_test(test_multi_unsorted_and_bad),
+		cmocka_unit_test(test_long_line),  cmocka_unit_test(test_50k_lines),
+		cmocka_unit_test(test_too_many),   cmocka_unit_test(test_self),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,9 @@
 /* Rows for bad input leave the expected fields zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-#define STAT_TAIL " 1 2 3 -1 %s 10 0 0 0 5 6 0 0 20 0 1 0 %s 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+#define STAT_TAIL                                                                                  \
+	" 1 2 3 -1 %s 10 0 0 0 5 6 0 0 20 0 1 0 %s 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 " \
+	"0 0 0 0 17 1 0 0 0 0 0\n"
 
 struct stat_case {
 	const char *comm_field; /* "(...)" as printed */
@@ -86,8 +88,14 @@ static void test_stat_table(void **state)
 	}
 
 	/* structurally broken lines */
-	static const char *bad[] = { "", "4242", "4242 (x", "4242 x) S 1", "(x) S 1 2",
-				     "abc (x) S 1", "0 (x) S 1" STAT_TAIL, "4242 (x) S" };
+	static const char *bad[] = { "",
+				     "4242",
+				     "4242 (x",
+				     "4242 x) S 1",
+				     "(x) S 1 2",
+				     "abc (x) S 1",
+				     "0 (x) S 1" STAT_TAIL,
+				     "4242 (x) S" };
 	struct pp_proc_info info;
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		assert_true(pp_proc__parse_stat(bad[i], strlen(bad[i]), &info) < 0);
@@ -139,7 +147,8 @@ static void test_status(void **state)
 	assert_int_equal(st.uid, 1000);
 
 	/* kernel thread: no Vm lines */
-	const char *k = "Name:\tkthreadd\nUid:\t0\t0\t0\t0\nThreads:\t1\nSigBlk:\tffffffffffffffff\n";
+	const char *k = "Name:\tkthreadd\nUid:\t0\t0\t0\t0\nThreads:\t1\nSigBlk:"
+			"\tffffffffffffffff\n";
 	assert_int_equal(pp_proc__parse_status(k, strlen(k), &st), 0);
 	assert_int_equal(st.vm_rss_kb, 0);
 	assert_int_equal(st.threads, 1);
@@ -253,7 +262,10 @@ static void test_info_child(void **state)
 	assert_non_null(realpath("/bin/sleep", real));
 	assert_string_equal(info.exe, real);
 	assert_int_equal(info.cmdline_len, strlen("/bin/sleep") + 1 + strlen("1000"));
-	assert_memory_equal(info.cmdline, "/bin/sleep\0" "1000", info.cmdline_len);
+	assert_memory_equal(info.cmdline,
+			    "/bin/sleep\0"
+			    "1000",
+			    info.cmdline_len);
 	pp_proc_info__free(&info);
 
 	/* a zombie keeps stat but loses exe */
@@ -392,7 +404,8 @@ struct sel_case {
 static void test_selector_table(void **state)
 {
 	(void)state;
-	static char cmd[] = "/usr/bin/python3\0-m\0http.server\0--bind\0" "127.0.0.1";
+	static char cmd[] = "/usr/bin/python3\0-m\0http.server\0--bind\0"
+			    "127.0.0.1";
 	struct pp_proc_info p = {
 		.pid = 100,
 		.ppid = 1,
@@ -413,8 +426,8 @@ static void test_selector_table(void **state)
 		{ { .exe = "/usr/bin/python3.11" }, 1 },
 		{ { .exe = "/usr/bin/python3*" }, 1 },
 		{ { .exe = "*/python3.11" }, 1 },
-		{ { .exe = "/usr/*" }, 1 },          /* '*' crosses '/' (no FNM_PATHNAME) */
-		{ { .exe = "python3*" }, 1 },        /* no '/': basename */
+		{ { .exe = "/usr/*" }, 1 }, /* '*' crosses '/' (no FNM_PATHNAME) */
+		{ { .exe = "python3*" }, 1 }, /* no '/': basename */
 		{ { .exe = "python3.11" }, 1 },
 		{ { .exe = "python" }, 0 },
 		{ { .exe = "/bin/python3.11" }, 0 }, /* has '/': full path only */
@@ -491,8 +504,9 @@ static void test_selector_threads(void **state)
 {
 	(void)state;
 	static char cmd[] = "srv\0--server";
-	struct pp_proc_info p = { .pid = 9, .comm = "srv", .cmdline = cmd,
-				  .cmdline_len = sizeof(cmd) - 1 };
+	struct pp_proc_info p = {
+		.pid = 9, .comm = "srv", .cmdline = cmd, .cmdline_len = sizeof(cmd) - 1
+	};
 	pthread_t t[4];
 	struct sel_thread_arg a[4];
 	for (int i = 0; i < 4; i++) {
@@ -511,7 +525,9 @@ static void test_selector_real(void **state)
 	/* the selector on a real process read from /proc */
 	struct pp_proc_info info;
 	assert_int_equal(pp_proc__read_info(getpid(), &info), 0);
-	struct pp_selector s = { .pid = getpid(), .exe = "*test-procfs-proc", .comm = "test-procfs*",
+	struct pp_selector s = { .pid = getpid(),
+				 .exe = "*test-procfs-proc",
+				 .comm = "test-procfs*",
 				 .cmdline = "test-procfs-proc" };
 	assert_int_equal(pp_selector__match(&s, &info), 1);
 	s.exe = "test-procfs-proc";

@@ -32,16 +32,16 @@
 
 enum role { R_MAIN, R_SLEEPER, R_READER, R_SPINNER, R_HOLDER, R_WAITER, R_VFORK, NROLES };
 
-static const char *const role_names[NROLES] = { "main", "sleeper", "reader", "spinner",
-						"holder", "waiter", "vfork" };
+static const char *const role_names[NROLES] = { "main",	  "sleeper", "reader", "spinner",
+						"holder", "waiter",  "vfork" };
 
 struct shared {
-	uint64_t progress;     /* spinner */
-	int sigcount;          /* signal handler */
+	uint64_t progress; /* spinner */
+	int sigcount; /* signal handler */
 	int ready;
-	int vfork_done;        /* vfork thread came back */
-	int read_returns;      /* the reader's read() returned (EINTR would show here) */
-	int waiter_returns;    /* the waiter got a mutex nobody releases */
+	int vfork_done; /* vfork thread came back */
+	int read_returns; /* the reader's read() returned (EINTR would show here) */
+	int waiter_returns; /* the waiter got a mutex nobody releases */
 	pid_t tid[NROLES];
 };
 
@@ -52,7 +52,7 @@ struct target {
 	bool with_vfork;
 };
 
-static struct shared *g_shm;   /* in the child */
+static struct shared *g_shm; /* in the child */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_pipe[2];
 static unsigned g_vfork_ms;
@@ -170,8 +170,9 @@ static bool g_churn;
 
 static void __attribute__((noreturn)) target_main(bool with_vfork)
 {
-	void *(*fns[NROLES])(void *) = { NULL, sleeper_thread, reader_thread, spinner_thread,
-					 holder_thread, waiter_thread, vfork_thread };
+	void *(*fns[NROLES])(void *) = { NULL,		 sleeper_thread, reader_thread,
+					 spinner_thread, holder_thread,	 waiter_thread,
+					 vfork_thread };
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 	int last = with_vfork ? R_VFORK : R_WAITER;
 
@@ -253,8 +254,8 @@ static bool wait_state(pid_t pid, pid_t tid, const char *states)
 
 static void start_target(struct target *t, bool with_vfork, unsigned vfork_ms)
 {
-	struct shared *shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE,
-				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *shm =
+		mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(shm != MAP_FAILED);
 	memset(shm, 0, sizeof(*shm));
 	g_vfork_ms = vfork_ms;
@@ -826,7 +827,8 @@ static void test_opts(void **state)
 			assert_non_null(strstr(snaps[i].reason, "did not stop within 50 ms"));
 			continue;
 		}
-		assert_true(snaps[i].stack_len > 0 && snaps[i].stack_len <= PP_THREADS_STACK_DEFAULT);
+		assert_true(snaps[i].stack_len > 0 &&
+			    snaps[i].stack_len <= PP_THREADS_STACK_DEFAULT);
 	}
 	pp_threads__free(snaps, n);
 	pp_threads__free(NULL, 0);

@@ -28,15 +28,15 @@ struct snap {
 };
 
 /* Registers in DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip. */
-#define SNAP_REGS(r)                                                                         \
-	__asm__ volatile("movq %%rax, 0(%0)\n\tmovq %%rdx, 8(%0)\n\tmovq %%rcx, 16(%0)\n\t"    \
-			 "movq %%rbx, 24(%0)\n\tmovq %%rsi, 32(%0)\n\tmovq %%rdi, 40(%0)\n\t"  \
-			 "movq %%rbp, 48(%0)\n\tmovq %%rsp, 56(%0)\n\tmovq %%r8, 64(%0)\n\t"   \
-			 "movq %%r9, 72(%0)\n\tmovq %%r10, 80(%0)\n\tmovq %%r11, 88(%0)\n\t"   \
+#define SNAP_REGS(r)                                                                            \
+	__asm__ volatile("movq %%rax, 0(%0)\n\tmovq %%rdx, 8(%0)\n\tmovq %%rcx, 16(%0)\n\t"     \
+			 "movq %%rbx, 24(%0)\n\tmovq %%rsi, 32(%0)\n\tmovq %%rdi, 40(%0)\n\t"   \
+			 "movq %%rbp, 48(%0)\n\tmovq %%rsp, 56(%0)\n\tmovq %%r8, 64(%0)\n\t"    \
+			 "movq %%r9, 72(%0)\n\tmovq %%r10, 80(%0)\n\tmovq %%r11, 88(%0)\n\t"    \
 			 "movq %%r12, 96(%0)\n\tmovq %%r13, 104(%0)\n\tmovq %%r14, 112(%0)\n\t" \
-			 "movq %%r15, 120(%0)\n\tleaq 0(%%rip), %%rax\n\tmovq %%rax, 128(%0)" \
-			 :                                                                     \
-			 : "r"(r)                                                              \
+			 "movq %%r15, 120(%0)\n\tleaq 0(%%rip), %%rax\n\tmovq %%rax, 128(%0)"   \
+			 :                                                                      \
+			 : "r"(r)                                                               \
 			 : "rax", "memory")
 
 static uint64_t stack_end_of(uint64_t sp)
@@ -119,7 +119,8 @@ static void test_self_cfi(void **state)
 	struct pp_unwinder *u = pp_unwinder__new(getpid(), NULL);
 	assert_non_null(u);
 	for (int round = 0; round < 3; round++) { /* the Dwfl is reused */
-		assert_int_equal(pp_unwinder__unwind(u, &s.regs, s.stack, s.len, pcs, 128, &n, &flags), 0);
+		assert_int_equal(
+			pp_unwinder__unwind(u, &s.regs, s.stack, s.len, pcs, 128, &n, &flags), 0);
 		assert_int_equal(pcs[0], s.regs.r[PP_REG_IP]);
 		assert_true(pcs[0] > level_fn[2] && pcs[0] - level_fn[2] < 256);
 		assert_true(has_caller(pcs, n, level_fn[1]));
@@ -143,7 +144,7 @@ static void test_self_fp_only(void **state)
 	uint64_t pcs[128];
 	size_t n;
 	unsigned flags;
-	struct pp_unwinder_opts o = {.frame_pointers_only = true};
+	struct pp_unwinder_opts o = { .frame_pointers_only = true };
 
 	take_snapshot(&s);
 	struct pp_unwinder *u = pp_unwinder__new(getpid(), &o);
@@ -206,7 +207,8 @@ static void test_garbage(void **state)
 			r.r[i] = junk[(it + i) % 512];
 		r.r[PP_REG_SP] = (uint64_t)(uintptr_t)junk;
 		r.r[PP_REG_IP] = it % 2 ? (uint64_t)(uintptr_t)test_garbage + (uint64_t)it : 0;
-		assert_int_equal(pp_unwinder__unwind(u, &r, junk, sizeof(junk), pcs, 64, &n, &flags), 0);
+		assert_int_equal(
+			pp_unwinder__unwind(u, &r, junk, sizeof(junk), pcs, 64, &n, &flags), 0);
 		assert_true(n <= 64);
 	}
 	pp_unwinder__free(u);

@@ -19,12 +19,12 @@
 static volatile uint64_t sink;
 
 /* Distinct constants, so the compiler cannot fold them into one function. */
-#define BURN_FN(name, k)                                     \
+#define BURN_FN(name, k)                                    \
 	__attribute__((noinline)) static void name(void)    \
-	{                                                    \
-		uint64_t x = (uint64_t)(uintptr_t)&x ^ (k);  \
-		SPIN_KERNEL(x, 100000ul + (k));              \
-		sink = x;                                    \
+	{                                                   \
+		uint64_t x = (uint64_t)(uintptr_t)&x ^ (k); \
+		SPIN_KERNEL(x, 100000ul + (k));             \
+		sink = x;                                   \
 	}
 
 BURN_FN(parent_burn, 1)
