@@ -4,9 +4,11 @@ loopback port, scraping its /metrics, reading /proc, medians of paired
 ratios. Benchmarks, not tests: nothing here asserts timings."""
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -116,6 +118,9 @@ def prioritize(nice=-10):
     """Run this script and its children (workload and profiler alike) at a
     higher priority than the other tenants of the shared VM, so that their
     load disturbs the comparison less. Returns the niceness in force."""
+    # SIGTERM (e.g. from timeout) runs the scripts' finally blocks too, so
+    # servers are stopped and kernel.bpf_stats_enabled is restored.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
     except OSError:

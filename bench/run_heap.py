@@ -139,12 +139,10 @@ print("# %s, nice %d, loadavg before %s, %d repetitions" % (machine_line(), NICE
 for r in range(reps):
     rep = {}
     for name, fn in rotated(configs, r):
-        if name in errors:
-            continue
         try:
             rep[name] = fn()
         except RuntimeError as e:
-            errors[name] = str(e)
+            errors.setdefault(name, str(e))
             print("rep %d %s: %s" % (r, name, e), file=sys.stderr, flush=True)
             continue
         print("rep %d %-48s %s" % (r, name, " ".join("%s=%.4g" % kv for kv in rep[name].items())),

@@ -16,7 +16,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, free_port, loadavg, machine_line, proc_rss_bytes  # noqa: E402
+from benchlib import (Podprof, free_port, loadavg, machine_line, prioritize,  # noqa: E402
+                      proc_rss_bytes)
+
+prioritize(0)
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 duration = int(sys.argv[2]) if len(sys.argv) > 2 else 240

@@ -75,12 +75,27 @@ if [[ "${PODPROF_SKIP_ASAN:-0}" != 1 ]]; then
   if ninja -C build-asan >build-asan.log 2>&1; then
     step "tests under asan+ubsan"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      LSAN_OPTIONS=suppressions=$ROOT/tests/hostile/lsan.supp:print_suppressions=0 \
       meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
       --timeout-multiplier 3
     count_log build-asan/meson-logs/testlog.json
   else
     tail -50 build-asan.log
     echo "asan build failed"
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
+# 4. The fuzzers (clang, libFuzzer, ASan+UBSan), a bounded time each.
+if [[ "${PODPROF_SKIP_FUZZ:-0}" != 1 ]]; then
+  step "fuzzers (${PODPROF_FUZZ_SECONDS:-20} s each)"
+  tests/fuzz/run-fuzzers.sh "${PODPROF_FUZZ_SECONDS:-20}" 2>&1 | tee fuzz.log | tail -15
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' fuzz.log | tail -1)
+  if [[ -n "$line" ]]; then
+    PASSED=$((PASSED + $(echo "$line" | awk '{print $1}')))
+    FAILED=$((FAILED + $(echo "$line" | awk '{print $3}')))
+  else
+    echo "fuzzers: no summary"
     FAILED=$((FAILED + 1))
   fi
 fi

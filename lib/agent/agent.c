@@ -432,6 +432,7 @@ static void update_thread_names(struct pp_agent *a, pid_t pid)
 	size_t n = 0;
 	if (pp_proc__list_tids(pid, &tids, &n) < 0)
 		return;
+	pp_store__forget_threads(a->store, pid);
 	for (size_t i = 0; i < n && i < 4096; i++) {
 		char name[16];
 		if (pp_proc__thread_name(pid, tids[i], name, sizeof(name)) == 0)

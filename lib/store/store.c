@@ -47,6 +47,10 @@ struct st_proc {
 	int exe_mapping; /* index in mappings or -1 */
 	struct st_thread *threads;
 	size_t n_threads, cap_threads;
+	/* Distinct thread names: stacks are keyed by name, not tid, so a
+	 * thread-per-request server does not multiply its stacks. */
+	char (*names)[16];
+	size_t n_names, cap_names;
 };
 
 struct st_frame {
@@ -285,6 +289,7 @@ void pp_store__free(struct pp_store *st)
 			free(p->mappings[j].file);
 		free(p->mappings);
 		free(p->threads);
+		free(p->names);
 		free(p->exe);
 		free(p->cmdline);
 	}
@@ -415,6 +420,15 @@ bool pp_store__has_process(struct pp_store *st, pid_t pid)
 	return r;
 }
 
+void pp_store__forget_threads(struct pp_store *st, pid_t pid)
+{
+	pthread_mutex_lock(&st->lock);
+	struct st_proc *p = proc_find(st, pid, NULL);
+	if (p)
+		p->n_threads = 0;
+	pthread_mutex_unlock(&st->lock);
+}
+
 void pp_store__set_thread_name(struct pp_store *st, pid_t pid, pid_t tid, const char *name)
 {
 	pthread_mutex_lock(&st->lock);
@@ -442,6 +456,22 @@ static const char *thread_name(const struct st_proc *p, pid_t tid)
 		if (p->threads[i].tid == tid)
 			return p->threads[i].name;
 	return NULL;
+}
+
+/* 1 + index of tid's thread name among p's distinct names; 0 if unknown. */
+static pid_t thread_name_key(struct st_proc *p, pid_t tid)
+{
+	const char *name = thread_name(p, tid);
+	if (!name || !*name)
+		return 0;
+	for (size_t i = 0; i < p->n_names; i++)
+		if (!strcmp(p->names[i], name))
+			return (pid_t)i + 1;
+	if (p->n_names >= 4096 ||
+	    grow((void **)&p->names, &p->cap_names, p->n_names + 1, sizeof(*p->names)))
+		return 0;
+	snprintf(p->names[p->n_names], sizeof(p->names[0]), "%s", name);
+	return (pid_t)++p->n_names;
 }
 
 /* ---- locations ---- */
@@ -641,8 +671,11 @@ static int64_t add_stack(struct pp_store *st, uint8_t kind, pid_t pid, pid_t tid
 	uint32_t locs[MAX_FRAMES];
 	uint32_t nl = 0;
 
-	if (!proc_find(st, pid, &pidx))
+	struct st_proc *p = proc_find(st, pid, &pidx);
+	if (!p)
 		return -1;
+	if (tid > 0)
+		tid = thread_name_key(p, tid);
 	for (size_t i = 0; i < nk && nl < MAX_FRAMES; i++) {
 		int64_t l = loc_intern(st, pidx, kpcs[i], i == 0, true);
 		if (l >= 0)
@@ -1076,13 +1109,9 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		size_t nl = 0;
 		labels[nl++] = (struct pp_pprof_label){ .key = "pid", .num = p->pid };
 		labels[nl++] = (struct pp_pprof_label){ .key = "comm", .str = p->comm };
-		if (s->tid > 0) {
-			const char *tn = thread_name(p, s->tid);
-			if (tn && *tn)
-				labels[nl++] =
-					(struct pp_pprof_label){ .key = "thread_name", .str = tn };
-			labels[nl++] = (struct pp_pprof_label){ .key = "thread_id", .num = s->tid };
-		}
+		if (s->tid > 0 && (size_t)s->tid <= p->n_names)
+			labels[nl++] = (struct pp_pprof_label){ .key = "thread_name",
+								.str = p->names[s->tid - 1] };
 		if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
 			labels[nl++] = (struct pp_pprof_label){ .key = "bytes",
 								.num = (int64_t)s->size,

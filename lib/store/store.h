@@ -51,6 +51,8 @@ void pp_store__process_exit(struct pp_store *st, pid_t pid);
 /* true if the store knows pid as a live process. */
 bool pp_store__has_process(struct pp_store *st, pid_t pid);
 void pp_store__set_thread_name(struct pp_store *st, pid_t pid, pid_t tid, const char *name);
+/* Forget pid's tid -> name table (before setting the live threads again). */
+void pp_store__forget_threads(struct pp_store *st, pid_t pid);
 
 /* Internal kinds beyond the HTTP ones share enum pp_profile_kind. */
 
