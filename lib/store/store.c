@@ -594,7 +594,7 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 			return st->loc_idx.slots[s] - 1;
 		s = (s + 1) & (st->loc_idx.cap - 1);
 	}
-	size_t max_locs = (size_t)st->opts.max_stacks * 8 + 4096;
+	size_t max_locs = (size_t)st->opts.max_stacks * 4 + 4096;
 	if (st->n_locs >= max_locs || st->n_locs >= UINT32_MAX - 1)
 		return -1;
 	if (loc_table_grow(st) ||
