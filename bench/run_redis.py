@@ -18,10 +18,11 @@ from `bpftool prog show` (the uprobe trap and return-probe costs are not in
 run_time_ns; they show as the difference between the measured per-call cost
 and the BPF time).
 
-usage: bench/run_redis.py [BUILD_DIR [REPS]]   (defaults build-bench 3)
+usage: bench/run_redis.py [BUILD_DIR [REPS]]   (defaults build-bench 3; REPS 0: breakdown only)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -107,55 +108,70 @@ def run_podprof(rs, port, extra, _n, n, cpu_window=0):
     return r
 
 
-def bpf_progs_of(pid):
-    """{name: (run_cnt, run_time_ns)} of the BPF programs pid holds."""
+def bpf_progs():
+    """{id: (name, run_cnt, run_time_ns)} of every loaded BPF program."""
     out = subprocess.run([BPFTOOL, "-j", "prog", "show"], capture_output=True, text=True,
                          check=True).stdout
-    progs = {}
-    for p in json.loads(out):
-        if any(x.get("pid") == pid for x in p.get("pids", [])):
-            name = p.get("name", "?")
-            cnt, ns = progs.get(name, (0, 0))
-            progs[name] = (cnt + p.get("run_cnt", 0), ns + p.get("run_time_ns", 0))
-    return progs
+    return {p["id"]: (p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in json.loads(out)}
+
+
+def memstats(log, pid):
+    """mallocs and frees of pid from podprof's last memstats log line."""
+    for line in reversed(log):
+        if "memstats pid=%d " % pid in line:
+            m = re.search(r"mallocs=(\d+) frees=(\d+)", line)
+            if m:
+                return int(m.group(1)), int(m.group(2))
+    return 0, 0
 
 
 def breakdown(rs, port, extra, n):
-    """One run with BPF statistics on: where podprof's cost per request goes."""
+    """One run with BPF statistics on: where podprof's cost per request goes.
+    podprof's programs are the ones loaded after it started (bpftool here
+    cannot show which process holds a program)."""
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         old = f.read().strip()
-    pp = Podprof(PODPROF, rs.pid, [])
+    before = set(bpf_progs())
+    pp = Podprof(PODPROF, rs.pid, ["log.memstats_interval_seconds=1"])
     try:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write("1")
-        time.sleep(1.0)
+        time.sleep(1.5)
         m0 = pp.metrics()
-        b0 = bpf_progs_of(pp.pid)
+        b0 = bpf_progs()
+        c0 = memstats(pp.log, rs.pid)
         r = redis_benchmark(port, extra, n)
-        b1 = bpf_progs_of(pp.pid)
+        b1 = bpf_progs()
         m1 = pp.metrics()
+        time.sleep(1.2)
+        c1 = memstats(pp.log, rs.pid)
         heap = pp.get("/debug/pprof/heap?debug=1").decode(errors="replace")
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(old)
         pp.stop()
-    print("\nBreakdown (redis-benchmark %s, one run, kernel.bpf_stats_enabled=1): "
-          "%.0f requests, %.0f req/s" % (" ".join(extra), r["n"], r["rps"]))
+    print("\nBreakdown (redis-benchmark %s -n %d, one run, kernel.bpf_stats_enabled=1): "
+          "%.0f requests, %.0f req/s" % (" ".join(extra), n, r["n"], r["rps"]))
     ev = m1["podprof_heap_events_total"] - m0["podprof_heap_events_total"]
     cpu = m1["podprof_process_cpu_seconds_total"] - m0["podprof_process_cpu_seconds_total"]
-    print("- podprof heap events: %.0f (%.3f per request); podprof process CPU %.3f s "
+    print("- podprof heap events: %.0f (%.4f per request); podprof process CPU %.3f s "
           "(%.2f us per request)" % (ev, ev / r["n"], cpu, cpu / r["n"] * 1e6))
+    print("- allocator calls seen by the heap tracer (memstats, run plus ~1 s): "
+          "%d mallocs, %d frees (%.1f + %.1f per request)" %
+          (c1[0] - c0[0], c1[1] - c0[1], (c1[0] - c0[0]) / r["n"], (c1[1] - c0[1]) / r["n"]))
     print("\n| BPF program | calls | calls per request | ns per call (BPF run time) "
           "| BPF us per request |")
     print("|---|---|---|---|---|")
-    for name in sorted(b1):
-        c = b1[name][0] - b0.get(name, (0, 0))[0]
-        t = b1[name][1] - b0.get(name, (0, 0))[1]
+    for pid_ in sorted(set(b1) - before):
+        name, c1_, t1 = b1[pid_]
+        _, c0_, t0 = b0.get(pid_, (name, 0, 0))
+        c, t = c1_ - c0_, t1 - t0
         if c:
             print("| %s | %d | %.2f | %.0f | %.3f |" % (name, c, c / r["n"], t / c,
                                                         t / r["n"] / 1e3))
-    comments = [x for x in heap.splitlines() if x.startswith("#")]
-    print("\nheap profile (debug=1) comment lines:\n```\n%s\n```" % "\n".join(comments[:40]))
+    comments = [x for x in heap.splitlines() if x.startswith("#") and "\t0x" not in x]
+    print("\nheap profile (debug=1) comment lines:\n```\n%s\n```" % "\n".join(comments[:20]))
 
 
 def main():
@@ -168,7 +184,7 @@ def main():
         print("# %s, nice %d, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
               (machine_line(), NICE, loadavg(), rs.pid, port, reps))
         redis_benchmark(port, ["-P", "16"], 200000)  # warm up, populate keys
-        for wname, extra, n_plain, n_prof in WORKLOADS:
+        for wname, extra, n_plain, n_prof in (WORKLOADS if reps else []):
             res = {name: [] for name, _ in configs}
             for r in range(reps):
                 rep = {}

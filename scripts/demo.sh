@@ -7,7 +7,7 @@ scripts/install-deps.sh --no-k8s
 [[ -d build-demo ]] || meson setup build-demo --buildtype=release >/dev/null
 ninja -C build-demo >/dev/null
 
-PORT=${PODPROF_DEMO_PORT:-6060}
+PORT=${PP_DEMO_PORT:-6060}
 build-demo/tests/workloads/demo/podprof-demo &
 DEMO=$!
 trap 'kill $DEMO 2>/dev/null || true' EXIT

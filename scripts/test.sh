@@ -46,7 +46,7 @@ if [[ ! -d build-test ]]; then
 fi
 if ninja -C build-test >build-test.log 2>&1; then
   step "tests"
-  meson test -C build-test --print-errorlogs --num-processes 2 ${PODPROF_TEST_ARGS:-}
+  meson test -C build-test --print-errorlogs --num-processes 2 ${PP_TEST_ARGS:-}
   count_log build-test/meson-logs/testlog.json
 else
   tail -50 build-test.log
@@ -67,14 +67,14 @@ else
 fi
 
 # 3. ASan+UBSan build: unit and integration suites again.
-if [[ "${PODPROF_SKIP_ASAN:-0}" != 1 ]]; then
+if [[ "${PP_SKIP_ASAN:-0}" != 1 ]]; then
   step "build (asan+ubsan)"
   if [[ ! -d build-asan ]]; then
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug >/dev/null
   fi
   if ninja -C build-asan >build-asan.log 2>&1; then
     step "tests under asan+ubsan"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:use_sigaltstack=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       LSAN_OPTIONS=suppressions=$ROOT/tests/hostile/lsan.supp:print_suppressions=0 \
       meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
       --timeout-multiplier 3
@@ -87,9 +87,9 @@ if [[ "${PODPROF_SKIP_ASAN:-0}" != 1 ]]; then
 fi
 
 # 4. The fuzzers (clang, libFuzzer, ASan+UBSan), a bounded time each.
-if [[ "${PODPROF_SKIP_FUZZ:-0}" != 1 ]]; then
-  step "fuzzers (${PODPROF_FUZZ_SECONDS:-20} s each)"
-  tests/fuzz/run-fuzzers.sh "${PODPROF_FUZZ_SECONDS:-20}" 2>&1 | tee fuzz.log | tail -15
+if [[ "${PP_SKIP_FUZZ:-0}" != 1 ]]; then
+  step "fuzzers (${PP_FUZZ_SECONDS:-20} s each)"
+  tests/fuzz/run-fuzzers.sh "${PP_FUZZ_SECONDS:-20}" 2>&1 | tee fuzz.log | tail -15
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' fuzz.log | tail -1)
   if [[ -n "$line" ]]; then
     PASSED=$((PASSED + $(echo "$line" | awk '{print $1}')))

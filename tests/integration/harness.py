@@ -111,7 +111,7 @@ class Podprof:
                     self.ports.append(int(m.group(1)))
                 self.lines.append(line)
                 self._cv.notify_all()
-            if os.environ.get("PODPROF_TEST_VERBOSE"):
+            if os.environ.get("PP_TEST_VERBOSE"):
                 log("  podprof: " + line)
         with self._cv:
             self._cv.notify_all()
@@ -275,7 +275,7 @@ def run(tests):
     """Runs test functions; prints a line each; exits with the suite's status."""
     failed = 0
     skipped = 0
-    only = os.environ.get("PODPROF_TEST_ONLY")
+    only = os.environ.get("PP_TEST_ONLY")
     for t in tests:
         if only and only not in t.__name__:
             continue

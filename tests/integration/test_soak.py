@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Soak: podprof profiles busy, allocating, thread- and library-churning
-targets for a few minutes (PODPROF_SOAK_SECONDS, default 150) while every
+targets for a few minutes (PP_TEST_SOAK_SECONDS, default 150) while every
 endpoint is scraped the way Parca and Alloy do. Its RSS must level off
 after the warm-up (caches fill, then stay bounded) and it must keep
 answering. Longer runs: bench/run_soak.py."""
@@ -13,7 +13,7 @@ from harness import Podprof, Workload, check, log, run
 DEMO = os.environ.get("WL_DEMO")
 DLCHURN = os.environ.get("WL_DLCHURN")
 CHURNLIB = os.environ.get("WL_CHURNLIB")
-SECONDS = int(os.environ.get("PODPROF_SOAK_SECONDS", "150"))
+SECONDS = int(os.environ.get("PP_TEST_SOAK_SECONDS", "150"))
 
 
 def rss_kb(pid):
