@@ -73,4 +73,4 @@ for tool in helm kubectl; do
 done
 
 "$bindir/helm" version --short >&2
-"$bindir/kubectl" version --client 2>/dev/null | head -1 >&2
+"$bindir/kubectl" version --client >&2 2>/dev/null || true
