@@ -100,7 +100,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
+	__uint(max_entries, 16 << 20); /* ~500 events with 32 KiB stacks */
 } rb SEC(".maps");
 
 static __always_inline void count_drop(__u32 idx)

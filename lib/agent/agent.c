@@ -1452,6 +1452,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.stack_bytes = PP_MIN(a->cfg->cpu.stack_bytes, 16384u),
 			.min_block_ns = (uint64_t)a->cfg->offcpu.min_block_us * 1000,
 			.sample_ns = 0,
+			.ringbuf_bytes = 4 << 20, /* charged to the sidecar's memory cgroup */
 		};
 		a->offcpu = pp_offcpu__new(&oo, on_offcpu_event, a);
 		if (!a->offcpu) {
@@ -1496,6 +1497,14 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 int pp_agent__start(struct pp_agent *a)
 {
 	int r;
+
+	/* Load /proc/kallsyms now rather than on the sampling thread at the
+	 * first kernel frame (a fraction of a second of parsing). */
+	if (a->cpu && a->cfg->cpu.kernel_stacks) {
+		struct pp_sym_result kr = { 0 };
+		pp_symbolizer__resolve_kernel(a->sym, 0xffffffff81000000ull, &kr);
+		pp_sym_result__free(&kr);
+	}
 
 	discover(a);
 	if (a->cpu) {

@@ -26,6 +26,24 @@
 
 _Static_assert((int)PP_HEAP_NFN == (int)HEAP_FN_COUNT, "function table size");
 
+/* Integer arguments each function takes (what its entry program reads). */
+static unsigned fn_nargs(int fn)
+{
+	switch (fn) {
+	case HEAP_FN_CALLOC:
+	case HEAP_FN_REALLOC:
+		return 2;
+	case HEAP_FN_REALLOCARRAY:
+	case HEAP_FN_POSIX_MEMALIGN:
+		return 3;
+	case HEAP_FN_MALLOC:
+	case HEAP_FN_FREE:
+		return 1;
+	default:
+		return 2; /* aligned_alloc, memalign: (alignment, size); valloc/pvalloc use 1 */
+	}
+}
+
 const char *const pp_heap_fn_names[PP_HEAP_NFN] = {
 	[HEAP_FN_MALLOC] = "malloc",
 	[HEAP_FN_CALLOC] = "calloc",
@@ -249,7 +267,8 @@ static int fill_probes(struct obj *o, const GElf_Sym *found, const bool *have,
 			continue;
 		r = pread(o->fd, code, PP_MIN(sizeof(code), avail), (off_t)off);
 		if (r > 0)
-			pp_heap__probe_offset(code, (size_t)r, &insn, &emulated);
+			pp_heap__probe_offset_args(code, (size_t)r, fn_nargs(k), &insn,
+						   &emulated);
 		p = &a->fns[a->n++];
 		p->fn = k;
 		p->vaddr = found[k].st_value;

@@ -88,6 +88,10 @@ const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t);
  * entry state (argument registers, rsp) is intact; see x86.c for the rule.
  * *ret_emulated false and *ret_off 0 when none is found. */
 int pp_heap__probe_offset(const uint8_t *code, size_t len, size_t *ret_off, bool *ret_emulated);
+/* The same, protecting only the first nargs argument registers (and rsp):
+ * what the entry program of that function actually reads. */
+int pp_heap__probe_offset_args(const uint8_t *code, size_t len, unsigned nargs, size_t *ret_off,
+			       bool *ret_emulated);
 
 enum { PP_HEAP_NFN = 10 };
 /* Function names in the order of enum heap_fn (bpf/heap.h). */

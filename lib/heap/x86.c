@@ -12,8 +12,9 @@
  * Skipping an instruction is allowed only when, at the probe, the state
  * the BPF programs read is still the state at function entry:
  *   - it is not a branch (every call must reach the probe);
- *   - it writes none of the argument registers rdi, rsi, rdx, rcx, r8,
- *     r9 (the entry program reads them);
+ *   - it writes none of the function's own argument registers (free
+ *     and malloc: rdi only; calloc: rdi, rsi; posix_memalign: rdi, rsi,
+ *     rdx; ...: the entry program reads them, nothing else);
  *   - it does not change rsp (the return probe hijacks [rsp], which must
  *     still be the caller's return address, and the entry sp identifies
  *     the call). Memory stores are harmless.
@@ -27,10 +28,14 @@
 
 #define RSP 4
 
+/* Registers the entry program reads, as a mask of register numbers
+ * (rsp always; the arguments of the function being decoded). */
+static __thread unsigned t_protect = (1u << 1) | (1u << 2) | (1u << RSP) | (1u << 6) |
+				     (1u << 7) | (1u << 8) | (1u << 9);
+
 static bool reg_protected(unsigned r)
 {
-	/* rcx, rdx, rsp, rsi, rdi, r8, r9 */
-	return r == 1 || r == 2 || r == RSP || r == 6 || r == 7 || r == 8 || r == 9;
+	return r < 32 && (t_protect & (1u << r));
 }
 
 /* Byte registers without REX: 4..7 are ah, ch, dh, bh (parts of 0..3). */
@@ -174,6 +179,37 @@ static int decode_one(const uint8_t *p, size_t avail, size_t *ret_len, int *ret_
 		imm = 1;
 		kind = 0;
 		break;
+	case 0x04:
+	case 0x0c:
+	case 0x24:
+	case 0x2c:
+	case 0x34: /* add/or/and/sub/xor al, imm8: writes rax */
+		imm = 1;
+		kind = reg_protected(0) ? -1 : 0;
+		break;
+	case 0x05:
+	case 0x0d:
+	case 0x25:
+	case 0x2d:
+	case 0x35: /* add/or/and/sub/xor eax/rax, imm32 */
+		imm = opsize ? 2 : 4;
+		kind = reg_protected(0) ? -1 : 0;
+		break;
+	case 0xc0:
+	case 0xc1:
+	case 0xd0:
+	case 0xd1:
+	case 0xd2:
+	case 0xd3: /* rotate/shift group: writes r/m */
+		if (decode_modrm(p + i, avail - i, rex, &m))
+			return -EINVAL;
+		i += m.len;
+		imm = (op == 0xc0 || op == 0xc1) ? 1 : 0;
+		if (m.mod != 3)
+			kind = 0;
+		else
+			kind = reg_protected(op & 1 ? m.rm : byte_reg(m.rm, rex_present)) ? -1 : 0;
+		break;
 	case 0x3d:
 	case 0xa9:
 		imm = opsize ? 2 : 4;
@@ -275,6 +311,20 @@ static int decode_one(const uint8_t *p, size_t avail, size_t *ret_len, int *ret_
 	*ret_len = i + imm;
 	*ret_kind = kind;
 	return 0;
+}
+
+int pp_heap__probe_offset_args(const uint8_t *code, size_t len, unsigned nargs, size_t *ret_off,
+			       bool *ret_emulated)
+{
+	/* System V argument registers in order: rdi rsi rdx rcx r8 r9. */
+	static const unsigned argreg[6] = { 7, 6, 2, 1, 8, 9 };
+	unsigned saved = t_protect, mask = 1u << RSP;
+	for (unsigned i = 0; i < nargs && i < 6; i++)
+		mask |= 1u << argreg[i];
+	t_protect = mask;
+	int r = pp_heap__probe_offset(code, len, ret_off, ret_emulated);
+	t_protect = saved;
+	return r;
 }
 
 int pp_heap__probe_offset(const uint8_t *code, size_t len, size_t *ret_off, bool *ret_emulated)

@@ -181,9 +181,16 @@ class Podprof:
             try:
                 self.p.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                bt = ""
+                if shutil.which("gdb"):
+                    r = subprocess.run(["gdb", "-p", str(self.p.pid), "-batch", "-ex",
+                                        "thread apply all bt 12"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, timeout=60)
+                    bt = r.stdout.decode(errors="replace")[-6000:]
                 self.p.kill()
                 self.p.wait()
-                raise AssertionError("podprof did not stop within 20 s of SIGTERM")
+                raise AssertionError("podprof did not stop within 20 s of SIGTERM; log:\n%s\n%s" %
+                                     ("\n".join(self.lines[-20:]), bt))
         self._t.join(timeout=5)
         if expect_code is not None:
             check(self.p.returncode == expect_code,

@@ -73,6 +73,32 @@ static void test_table(void **state)
 
 /* This test binary uses glibc: detection must say libc.so.6, and every
  * probe must sit on an emulated instruction (free is never +0). */
+/* jemalloc 5.3's free (Debian 12): only rdi is free's argument, so the
+ * loads into rax, rdx and rcx, the shifts and the %fs: add may be stepped
+ * over and the probe lands on the emulated jne at +48, not on +0 (which
+ * the kernel would single-step on every free). */
+static void test_per_function_arguments(void **state)
+{
+	static const uint8_t jefree[] = {
+		0x48, 0x89, 0xf8, 0x48, 0x8b, 0x15, 0x0e, 0x53, 0x0a, 0x00, 0x48, 0x89, 0xf9,
+		0x48, 0xc1, 0xe8, 0x1a, 0x48, 0x81, 0xe1, 0x00, 0x00, 0x00, 0xc0, 0x25, 0xf0,
+		0x00, 0x00, 0x00, 0x64, 0x48, 0x03, 0x04, 0x25, 0x00, 0x00, 0x00, 0x00, 0x48,
+		0x01, 0xd0, 0x48, 0x3b, 0x88, 0xb0, 0x01, 0x00, 0x00, 0x0f, 0x85, 0x8a, 0x00,
+		0x00, 0x00,
+	};
+	size_t off = 99;
+	bool em = false;
+
+	(void)state;
+	assert_int_equal(pp_heap__probe_offset_args(jefree, sizeof(jefree), 1, &off, &em), 0);
+	assert_true(em);
+	assert_int_equal(off, 48);
+	/* With rdx protected (a 3-argument function) the walk stops at +3. */
+	assert_int_equal(pp_heap__probe_offset_args(jefree, sizeof(jefree), 3, &off, &em), 0);
+	assert_false(em);
+	assert_int_equal(off, 0);
+}
+
 static void test_self(void **state)
 {
 	struct pp_heap_allocator *a = calloc(1, sizeof(*a));
@@ -118,6 +144,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_per_function_arguments),
 		cmocka_unit_test(test_self),
 		cmocka_unit_test(test_bad_pid),
 	};
