@@ -39,7 +39,7 @@ struct target {
 	unsigned maps_gen;
 	bool seen;
 	bool heap_attached;
-	bool heap_tried;
+	unsigned heap_attempts; /* failed attaches (a racing exec); retried up to 3 times */
 	bool heap_reattach;
 	bool cpu_attached;
 	bool offcpu_attached;
@@ -175,8 +175,8 @@ static void target_detach(struct pp_agent *a, struct target *t)
 	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
 }
 
-/* Called without a->lock. */
-static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm)
+/* Called without a->lock. Failures are logged as warnings on the last try only. */
+static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try)
 {
 	if (!a->heap)
 		return false;
@@ -188,11 +188,16 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm)
 				hs.session ? " (uprobe session)" : " (uretprobe)");
 		return true;
 	}
-	if (r != -ESRCH) {
-		a->attach_errors++;
-		pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty", pid,
-			comm, strerror(-r));
+	if (r == -ESRCH)
+		return false;
+	if (!last_try) {
+		/* e.g. files changing under an exec in progress: try again next pass */
+		pp_dbg("heap: cannot trace pid %d (%s) yet: %s", pid, comm, strerror(-r));
+		return false;
 	}
+	a->attach_errors++;
+	pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty", pid, comm,
+		strerror(-r));
 	return false;
 }
 
@@ -308,7 +313,7 @@ struct attach_req {
 	pid_t pid;
 	uint64_t start_time;
 	char comm[16];
-	bool cpu, offcpu, heap, heap_detach_first;
+	bool cpu, offcpu, heap, heap_detach_first, final_heap_try;
 };
 
 /* Attaches the collectors to targets that lack them. Called without a->lock. */
@@ -324,13 +329,16 @@ static void attach_pass(struct pp_agent *a)
 			.start_time = t->start_time,
 			.cpu = a->cpu && !t->cpu_attached,
 			.offcpu = a->offcpu && !t->offcpu_attached,
-			.heap = a->heap && (!t->heap_tried || t->heap_reattach),
+			.heap = a->heap && ((!t->heap_attached && t->heap_attempts < 3) ||
+					    t->heap_reattach),
 			.heap_detach_first = t->heap_reattach && t->heap_attached,
+			.final_heap_try = t->heap_attempts >= 2,
 		};
 		if (!r.cpu && !r.offcpu && !r.heap)
 			continue;
 		memcpy(r.comm, t->comm, sizeof(r.comm));
-		t->heap_tried = true;
+		if (t->heap_reattach)
+			t->heap_attempts = 0;
 		t->heap_reattach = false;
 		if (r.heap_detach_first)
 			t->heap_attached = false;
@@ -355,7 +363,7 @@ static void attach_pass(struct pp_agent *a)
 		if (r->heap_detach_first)
 			pp_heap_tracer__detach(a->heap, r->pid);
 		if (r->heap)
-			heap_ok = heap_attach(a, r->pid, r->comm);
+			heap_ok = heap_attach(a, r->pid, r->comm, r->final_heap_try);
 
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, r->pid);
@@ -363,6 +371,8 @@ static void attach_pass(struct pp_agent *a)
 			t->cpu_attached |= cpu_ok;
 			t->offcpu_attached |= off_ok;
 			t->heap_attached |= heap_ok;
+			if (r->heap && !heap_ok)
+				t->heap_attempts++;
 		} else {
 			/* It went away meanwhile: undo. */
 			struct target gone = { .pid = r->pid,

@@ -42,6 +42,7 @@ struct st_proc {
 	bool alive;
 	struct pp_maps maps;
 	struct st_bid *bids; /* parallel to maps.v */
+	uint64_t maps_read_ns; /* last refresh on a miss (rate limit) */
 	struct st_mapping *mappings; /* interned for profiles */
 	size_t n_mappings, cap_mappings;
 	int exe_mapping; /* index in mappings or -1 */
@@ -509,6 +510,24 @@ static void symbolize_loc(struct pp_store *st, struct st_proc *p, struct st_loc 
 		return;
 	}
 	const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
+	if ((!m || !m->path) && p->alive) {
+		/* Mapped since the last discovery pass (dlopen, a new thread
+		 * stack...): read the maps again, at most every 20 ms. */
+		uint64_t now = pp_now_mono_ns();
+		struct pp_maps nm = { 0 };
+		if (now - p->maps_read_ns > 20000000ull && pp_maps__read(p->pid, &nm) == 0) {
+			struct st_bid *bids = calloc(nm.n ? nm.n : 1, sizeof(*bids));
+			if (bids) {
+				proc_release_maps(p);
+				p->maps = nm;
+				p->bids = bids;
+				m = pp_maps__find(&p->maps, l->addr);
+			} else {
+				pp_maps__free(&nm);
+			}
+		}
+		p->maps_read_ns = now;
+	}
 	if (!m) {
 		l->mapping = -1;
 		return;
