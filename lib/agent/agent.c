@@ -329,8 +329,8 @@ static void attach_pass(struct pp_agent *a)
 			.start_time = t->start_time,
 			.cpu = a->cpu && !t->cpu_attached,
 			.offcpu = a->offcpu && !t->offcpu_attached,
-			.heap = a->heap && ((!t->heap_attached && t->heap_attempts < 3) ||
-					    t->heap_reattach),
+			.heap = a->heap &&
+				((!t->heap_attached && t->heap_attempts < 3) || t->heap_reattach),
 			.heap_detach_first = t->heap_reattach && t->heap_attached,
 			.final_heap_try = t->heap_attempts >= 2,
 		};

@@ -595,8 +595,8 @@ static const char *regex_too_costly(const char *re)
 {
 	bool group_has_rep[32] = { false };
 	int depth = 0;
-	bool prev_rep = false;      /* the last token was a repetition operator */
-	bool prev_close_rep = false;/* the last token was ')' closing a group with one */
+	bool prev_rep = false; /* the last token was a repetition operator */
+	bool prev_close_rep = false; /* the last token was ')' closing a group with one */
 
 	if (strlen(re) > 256)
 		return "longer than 256 characters";
@@ -651,9 +651,11 @@ static const char *regex_too_costly(const char *re)
 		}
 		if (rep) {
 			if (prev_rep)
-				return "stacked repetitions (like \"a++\" or \"a{2}{2}\") make it too costly to compile";
+				return "stacked repetitions (like \"a++\" or \"a{2}{2}\") make it "
+				       "too costly to compile";
 			if (prev_close_rep)
-				return "a repeated group that itself contains a repetition (like \"(a+)+\") is too costly to compile";
+				return "a repeated group that itself contains a repetition (like "
+				       "\"(a+)+\") is too costly to compile";
 			group_has_rep[depth] = true;
 		}
 		prev_rep = rep;

@@ -267,8 +267,7 @@ static int fill_probes(struct obj *o, const GElf_Sym *found, const bool *have,
 			continue;
 		r = pread(o->fd, code, PP_MIN(sizeof(code), avail), (off_t)off);
 		if (r > 0)
-			pp_heap__probe_offset_args(code, (size_t)r, fn_nargs(k), &insn,
-						   &emulated);
+			pp_heap__probe_offset_args(code, (size_t)r, fn_nargs(k), &insn, &emulated);
 		p = &a->fns[a->n++];
 		p->fn = k;
 		p->vaddr = found[k].st_value;

@@ -527,7 +527,8 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 		double cost = p->session ? COST_NS_SESSION : COST_NS_CLASSIC;
 		for (unsigned k = 0; k < p->alloc.n; k++) {
 			int fn = p->alloc.fns[k].fn;
-			if (!p->alloc.fns[k].emulated && (fn == HEAP_FN_MALLOC || fn == HEAP_FN_FREE))
+			if (!p->alloc.fns[k].emulated &&
+			    (fn == HEAP_FN_MALLOC || fn == HEAP_FN_FREE))
 				cost += COST_NS_SINGLESTEP / 2;
 		}
 		p->overhead = p->rate * cost * 1e-9 * 100.0;

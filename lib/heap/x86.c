@@ -30,8 +30,8 @@
 
 /* Registers the entry program reads, as a mask of register numbers
  * (rsp always; the arguments of the function being decoded). */
-static __thread unsigned t_protect = (1u << 1) | (1u << 2) | (1u << RSP) | (1u << 6) |
-				     (1u << 7) | (1u << 8) | (1u << 9);
+static __thread unsigned t_protect = (1u << 1) | (1u << 2) | (1u << RSP) | (1u << 6) | (1u << 7) |
+				     (1u << 8) | (1u << 9);
 
 static bool reg_protected(unsigned r)
 {

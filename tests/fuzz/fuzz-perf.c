@@ -93,8 +93,8 @@ static void fuzz_ring(const uint8_t *data, size_t size)
 	static uint8_t scratch[65536] __attribute__((aligned(8)));
 	struct pp_perf_fmt fmt = {
 		.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-			       PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN |
-			       PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
+			       PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |
+			       PERF_SAMPLE_STACK_USER,
 		.regs_mask = 0xff01ff, /* pp_regs__perf_mask(): 17 registers */
 	};
 	uint64_t head, tail, ring_size = 8;

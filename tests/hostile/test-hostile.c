@@ -92,8 +92,8 @@ static int read_all(const char *path, uint8_t **ret, size_t *ret_len)
 }
 
 /* Worker failures: print and exit 3 (contract violation). */
-static void __attribute__((format(printf, 2, 3))) worker_fail(const char *file, const char *fmt,
-							       ...)
+static void __attribute__((format(printf, 2, 3)))
+worker_fail(const char *file, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -206,9 +206,10 @@ static void test_buildid_expected(void **state)
 		{ "ok-synth64-align8", "0102030405060708090a0b0c0d0e0f1011121314" },
 		{ "ok-synth64-other-notes-first", "1111111111111111111111111111111111111111" },
 		{ "ok-synth64-id-1-byte", "01" },
-		{ "ok-synth64-id-64-bytes",
-		  "0202020202020202020202020202020202020202020202020202020202020202"
-		  "0202020202020202020202020202020202020202020202020202020202020202" },
+		{ "ok-synth64-id-64-bytes", "020202020202020202020202020202020202020202020202020202"
+					    "0202020202"
+					    "020202020202020202020202020202020202020202020202020202"
+					    "0202020202" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -547,10 +548,8 @@ static int group_teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_buildid_expected),
-		cmocka_unit_test(test_buildid),
-		cmocka_unit_test(test_unwind),
-		cmocka_unit_test(test_symbolize_base),
+		cmocka_unit_test(test_buildid_expected), cmocka_unit_test(test_buildid),
+		cmocka_unit_test(test_unwind),		 cmocka_unit_test(test_symbolize_base),
 		cmocka_unit_test(test_symbolize),
 	};
 

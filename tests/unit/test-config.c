@@ -448,12 +448,13 @@ static const struct {
 	{ "listen: 6060\n", "x.yaml:1: listen: \"6060\" has no host part; write \":6060\" for "
 			    "every interface or "
 			    "\"127.0.0.1:6060\" for local only" },
-	{ "targets:\n  - cmdline: \"p++\"\n",
-	  "x.yaml:2: targets[0].cmdline: \"p++\" is refused: stacked repetitions (like \"a++\" or "
-	  "\"a{2}{2}\") make it too costly to compile" },
-	{ "targets:\n  - cmdline: \"((p)+)+\"\n",
-	  "x.yaml:2: targets[0].cmdline: \"((p)+)+\" is refused: a repeated group that itself "
-	  "contains a repetition (like \"(a+)+\") is too costly to compile" },
+	{ "targets:\n  - cmdline: \"p++\"\n", "x.yaml:2: targets[0].cmdline: \"p++\" is refused: "
+					      "stacked repetitions (like \"a++\" or "
+					      "\"a{2}{2}\") make it too costly to compile" },
+	{ "targets:\n  - cmdline: \"((p)+)+\"\n", "x.yaml:2: targets[0].cmdline: \"((p)+)+\" is "
+						  "refused: a repeated group that itself "
+						  "contains a repetition (like \"(a+)+\") is too "
+						  "costly to compile" },
 	{ "listen: localhost\n", "x.yaml:1: listen: \"localhost\" is missing \":PORT\" (expected "
 				 "host:port or :port)" },
 	{ "listen: \":65536\"\n", "x.yaml:1: listen: \":65536\" has port 65536, out of range "

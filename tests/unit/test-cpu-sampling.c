@@ -440,7 +440,7 @@ static void check_spin(const char *exe, const char *exe_debug, unsigned ms)
 			}
 	}
 	print_message("%s: %zu samples (%" PRIu64 " without regs), %.1f us/unwind, mean depth "
-						  "%.1f, "
+		      "%.1f, "
 		      "rooted %.2f%%, complete %.2f%%, a/b/c/lib %.3f %.3f %.3f %.3f\n",
 		      exe, n, c.no_regs, (double)c.unwind_ns / 1000.0 / (double)n,
 		      (double)depth / (double)n, 100.0 * (double)rooted / (double)n,

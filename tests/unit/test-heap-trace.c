@@ -374,7 +374,7 @@ static void run_workload(const struct run *rn)
 			double est = live_estimate(c, sites[i].size, rn->rate, &n);
 
 			print_message("  size %" PRIu64 ": live est %.1f MiB (truth %.1f, sd "
-							"%.1f), %" PRIu64 " samples\n",
+				      "%.1f), %" PRIu64 " samples\n",
 				      sites[i].size, est / 1048576, truth / 1048576, sd / 1048576,
 				      n);
 			assert_true(fabs(est - truth) <= 5 * sd);
