@@ -203,6 +203,22 @@ class Podprof:
             self.p.wait()
 
 
+_asan = None
+
+
+def sanitized():
+    """True when podprof is an ASan build: its quarantine keeps freed memory
+    resident, so RSS says nothing about leaks there (LeakSanitizer does)."""
+    global _asan
+    if _asan is None:
+        try:
+            with open(PODPROF, "rb") as f:
+                _asan = b"__asan_init" in f.read()
+        except OSError:
+            _asan = False
+    return _asan
+
+
 def decode(body):
     check(PPROF_DUMP and os.path.exists(PPROF_DUMP), "PPROF_DUMP not built")
     r = subprocess.run([PPROF_DUMP, "-"], input=body, stdout=subprocess.PIPE,
