@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,19 +78,29 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 
 static volatile sig_atomic_t g_stop;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	g_stop = 1;
-}
+/*
+ * SIGINT and SIGTERM are blocked in every thread (the agent's threads
+ * inherit the mask) and taken synchronously by the main thread with
+ * sigtimedwait, so a stop request can never land in a worker thread while
+ * the main thread sleeps on.
+ */
+static sigset_t g_stop_signals;
 
 static void install_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	sigemptyset(&g_stop_signals);
+	sigaddset(&g_stop_signals, SIGINT);
+	sigaddset(&g_stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &g_stop_signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Waits up to ms for a stop signal; sets g_stop when one came. */
+static void wait_stop(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	if (sigtimedwait(&g_stop_signals, NULL, &ts) > 0)
+		g_stop = 1;
 }
 
 struct cli {
@@ -302,12 +313,6 @@ static int read_token(const struct pp_config *cfg, char **ret)
 	return 0;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 static int cmd_record(int argc, char **argv)
 {
 	struct cli c = { .seconds = 30 };
@@ -315,6 +320,7 @@ static int cmd_record(int argc, char **argv)
 	int r;
 
 	optind = 1;
+	install_signals(); /* before any thread exists */
 	libbpf_set_print(libbpf_log);
 	if (parse_cli(argc, argv, &c, true) < 0)
 		return EXIT_USAGE;
@@ -345,7 +351,6 @@ static int cmd_record(int argc, char **argv)
 		fprintf(stderr, "podprof record: cannot start: %s\n", strerror(errno));
 		return EXIT_FAIL;
 	}
-	install_signals();
 	if (pp_agent__start(a) < 0) {
 		pp_agent__free(a);
 		return EXIT_FAIL;
@@ -370,7 +375,7 @@ static int cmd_record(int argc, char **argv)
 			fprintf(stderr, "\rrecording: %5.1f/%us, %llu samples", (double)el / 1e9,
 				c.seconds, (unsigned long long)s.samples);
 		}
-		sleep_ms(200);
+		wait_stop(200);
 	}
 	if (tty)
 		fputc('\n', stderr);
@@ -495,6 +500,7 @@ int main(int argc, char **argv)
 		return cmd_healthcheck(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "record"))
 		return cmd_record(argc - 1, argv + 1);
+	install_signals(); /* before any thread exists */
 	libbpf_set_print(libbpf_log);
 	if (parse_cli(argc, argv, &c, false) < 0)
 		return EXIT_USAGE;
@@ -514,7 +520,6 @@ int main(int argc, char **argv)
 		free(token);
 		return EXIT_FAIL;
 	}
-	install_signals();
 	drop_capabilities();
 	if (pp_agent__start(a) < 0) {
 		pp_agent__free(a);
@@ -522,7 +527,7 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	while (!g_stop)
-		pause();
+		wait_stop(1000);
 	pp_info("signal received, stopping");
 	pp_agent__free(a);
 	free(token);

@@ -801,51 +801,53 @@ static void cpu_update_enable(struct pp_agent *a)
 	pp_cpu_sampler__enable(a->cpu, on);
 }
 
-static void *cpu_main(void *arg)
+static int poll_cpu(struct pp_agent *a, int ms)
 {
-	struct pp_agent *a = arg;
+	return pp_cpu_sampler__poll(a->cpu, ms);
+}
+
+static int poll_heap(struct pp_agent *a, int ms)
+{
+	return pp_heap_tracer__poll(a->heap, ms);
+}
+
+static int poll_offcpu(struct pp_agent *a, int ms)
+{
+	return pp_offcpu__poll(a->offcpu, ms);
+}
+
+/* The loop of one collector's thread: poll (callbacks run here), and drop
+ * this thread's unwinders of exited processes when targets exit. */
+static void collector_loop(struct pp_agent *a, enum consumer who,
+			   int (*poll)(struct pp_agent *a, int ms))
+{
 	unsigned seen = atomic_load(&a->exits_gen);
 	while (!atomic_load(&a->stop)) {
-		int r = pp_cpu_sampler__poll(a->cpu, 100);
+		int r = poll(a, 100);
 		if (r < 0 && r != -EINTR)
 			sleep_ms(100);
 		if (atomic_load(&a->exits_gen) != seen) {
 			seen = atomic_load(&a->exits_gen);
-			unw_sweep(a, &a->unw[C_CPU]);
+			unw_sweep(a, &a->unw[who]);
 		}
 	}
+}
+
+static void *cpu_main(void *arg)
+{
+	collector_loop(arg, C_CPU, poll_cpu);
 	return NULL;
 }
 
 static void *heap_main(void *arg)
 {
-	struct pp_agent *a = arg;
-	unsigned seen = atomic_load(&a->exits_gen);
-	while (!atomic_load(&a->stop)) {
-		int r = pp_heap_tracer__poll(a->heap, 100);
-		if (r < 0 && r != -EINTR)
-			sleep_ms(100);
-		if (atomic_load(&a->exits_gen) != seen) {
-			seen = atomic_load(&a->exits_gen);
-			unw_sweep(a, &a->unw[C_HEAP]);
-		}
-	}
+	collector_loop(arg, C_HEAP, poll_heap);
 	return NULL;
 }
 
 static void *offcpu_main(void *arg)
 {
-	struct pp_agent *a = arg;
-	unsigned seen = atomic_load(&a->exits_gen);
-	while (!atomic_load(&a->stop)) {
-		int r = pp_offcpu__poll(a->offcpu, 100);
-		if (r < 0 && r != -EINTR)
-			sleep_ms(100);
-		if (atomic_load(&a->exits_gen) != seen) {
-			seen = atomic_load(&a->exits_gen);
-			unw_sweep(a, &a->unw[C_OFFCPU]);
-		}
-	}
+	collector_loop(arg, C_OFFCPU, poll_offcpu);
 	return NULL;
 }
 
