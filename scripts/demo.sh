@@ -17,10 +17,10 @@ cat <<MSG
 podprof is profiling the demo workload (pid $DEMO) on http://127.0.0.1:$PORT/debug/pprof/
 Try, in another shell:
 
-  go tool pprof -top http://127.0.0.1:$PORT/debug/pprof/profile?seconds=5
+  go tool pprof -top 'http://127.0.0.1:$PORT/debug/pprof/profile?seconds=5'
   go tool pprof -top -sample_index=inuse_space http://127.0.0.1:$PORT/debug/pprof/heap
-  curl -s http://127.0.0.1:$PORT/debug/pprof/goroutine?debug=2 | head -40
-  curl -s http://127.0.0.1:$PORT/debug/pprof/heap?debug=1 | head -30
+  curl -s 'http://127.0.0.1:$PORT/debug/pprof/goroutine?debug=2' | head -40
+  curl -s 'http://127.0.0.1:$PORT/debug/pprof/heap?debug=1' | head -30
   curl -s http://127.0.0.1:$PORT/metrics
   go tool pprof -http=:8080 http://127.0.0.1:$PORT/debug/pprof/allocs
 
