@@ -246,6 +246,28 @@ static uint64_t note_align(uint64_t a)
 	return a == 8 ? 8 : 4;
 }
 
+/*
+ * One note block (a PT_NOTE segment or SHT_NOTE section) at [off, off+sz):
+ * 1 when it holds the build id, 0 when not (*skipped set when it could not
+ * be read), -errno on a read error.
+ */
+static int scan_block(struct reader *rd, const struct elf_info *e, uint64_t off, uint64_t sz,
+		      uint64_t al, uint8_t *id, size_t *id_len, bool *skipped)
+{
+	if (sz > MAX_NOTE_BYTES || !in_range(off, sz, rd->size)) {
+		*skipped = true;
+		return 0;
+	}
+	const uint8_t *notes = rd->get(rd, off, sz);
+	if (!notes) {
+		if (rd->err)
+			return rd->err;
+		*skipped = true;
+		return 0;
+	}
+	return scan_notes(e, notes, sz, note_align(al), id, id_len) == 0;
+}
+
 static int find_build_id(struct reader *rd, uint8_t *ret, size_t *ret_len)
 {
 	struct elf_info e = { 0 };
@@ -267,18 +289,10 @@ static int find_build_id(struct reader *rd, uint8_t *ret, size_t *ret_len)
 		uint64_t off = rdw(&e, ph + FLD(&e, Phdr, p_offset));
 		uint64_t sz = rdw(&e, ph + FLD(&e, Phdr, p_filesz));
 		uint64_t al = rdw(&e, ph + FLD(&e, Phdr, p_align));
-		if (sz > MAX_NOTE_BYTES || !in_range(off, sz, rd->size)) {
-			skipped = true;
-			continue;
-		}
-		const uint8_t *notes = rd->get(rd, off, sz);
-		if (!notes) {
-			if (rd->err)
-				return rd->err;
-			skipped = true;
-			continue;
-		}
-		if (scan_notes(&e, notes, sz, note_align(al), id, &id_len) == 0)
+		r = scan_block(rd, &e, off, sz, al, id, &id_len, &skipped);
+		if (r < 0)
+			return r;
+		if (r > 0)
 			goto found;
 	}
 
@@ -291,18 +305,10 @@ static int find_build_id(struct reader *rd, uint8_t *ret, size_t *ret_len)
 		uint64_t off = rdw(&e, sh + FLD(&e, Shdr, sh_offset));
 		uint64_t sz = rdw(&e, sh + FLD(&e, Shdr, sh_size));
 		uint64_t al = rdw(&e, sh + FLD(&e, Shdr, sh_addralign));
-		if (sz > MAX_NOTE_BYTES || !in_range(off, sz, rd->size)) {
-			skipped = true;
-			continue;
-		}
-		const uint8_t *notes = rd->get(rd, off, sz);
-		if (!notes) {
-			if (rd->err)
-				return rd->err;
-			skipped = true;
-			continue;
-		}
-		if (scan_notes(&e, notes, sz, note_align(al), id, &id_len) == 0)
+		r = scan_block(rd, &e, off, sz, al, id, &id_len, &skipped);
+		if (r < 0)
+			return r;
+		if (r > 0)
 			goto found;
 	}
 	return skipped ? -EBADMSG : -ENOENT;

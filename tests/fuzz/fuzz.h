@@ -19,13 +19,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define fuzz_check(cond)                                                                  \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
+#define fuzz_check(cond)                                                                     \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
 			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                   \
-			abort();                                                          \
-		}                                                                         \
+				#cond);                                                      \
+			abort();                                                             \
+		}                                                                            \
 	} while (0)
 
 /* A NUL-terminated heap copy of the input (NULL on ENOMEM: the caller skips). */
