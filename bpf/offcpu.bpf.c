@@ -14,6 +14,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "offcpu.h"
+#include "ustack.h"
 
 #define NR_CLONE 56
 #define NR_EXIT 60
@@ -34,12 +35,6 @@
 
 /* Kernel types, only the fields used; CO-RE relocates them (the ___pp
  * suffix keeps them apart from any UAPI definition). */
-struct pt_regs___pp {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
-	unsigned long ax, cx, dx, si, di, orig_ax, ip;
-	unsigned long sp;
-} __attribute__((preserve_access_index));
-
 struct task_struct___pp {
 	int pid;
 } __attribute__((preserve_access_index));
@@ -224,37 +219,6 @@ static __always_inline int rate_ok(struct offcpu_target *tg, __u64 now)
 	return 1;
 }
 
-/* v = min(v, max) in a way the verifier tracks on the register actually used. */
-#define CLAMP(v, max) \
-	asm volatile("if %[x] <= %[m] goto +1; %[x] = %[m];" : [x] "+r"(v) : [m] "i"(max))
-
-/* Copies up to stack_bytes of user stack from sp up, page by page (one big
- * read would fail as a whole at the top of the stack mapping). */
-static __always_inline __u32 copy_stack(struct scratch *s, __u64 sp)
-{
-	__u64 want = stack_bytes;
-	__u64 off = 0;
-	int i;
-
-	if (want > OFFCPU_MAX_STACK)
-		want = OFFCPU_MAX_STACK;
-	for (i = 0; i < OFFCPU_MAX_STACK / OFFCPU_PAGE + 1; i++) {
-		__u64 addr = sp + off;
-		__u64 n = OFFCPU_PAGE - (addr & (OFFCPU_PAGE - 1));
-
-		if (off >= want)
-			break;
-		if (n > want - off)
-			n = want - off;
-		CLAMP(n, OFFCPU_PAGE);
-		CLAMP(off, OFFCPU_MAX_STACK - 1);
-		if (bpf_probe_read_user(&s->stack[off], n, (void *)addr))
-			break;
-		off += n;
-	}
-	return (__u32)off;
-}
-
 /*
  * glibc's and musl's clone/clone3 wrappers are frameless assembly leaves
  * with no CFI after the syscall instruction (glibc ends the FDE there on
@@ -342,24 +306,7 @@ int offcpu_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	s->rec.new_tid = kind == OFFCPU_REC_THREAD_CREATE ? (__u32)ret : 0;
 	s->rec.delay_ns = kind == OFFCPU_REC_THREAD_CREATE ? 0 : delay;
 	s->rec.syscall_nr = nr;
-	/* DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip */
-	s->rec.regs[0] = BPF_CORE_READ(regs, ax);
-	s->rec.regs[1] = BPF_CORE_READ(regs, dx);
-	s->rec.regs[2] = BPF_CORE_READ(regs, cx);
-	s->rec.regs[3] = BPF_CORE_READ(regs, bx);
-	s->rec.regs[4] = BPF_CORE_READ(regs, si);
-	s->rec.regs[5] = BPF_CORE_READ(regs, di);
-	s->rec.regs[6] = BPF_CORE_READ(regs, bp);
-	s->rec.regs[7] = BPF_CORE_READ(regs, sp);
-	s->rec.regs[8] = BPF_CORE_READ(regs, r8);
-	s->rec.regs[9] = BPF_CORE_READ(regs, r9);
-	s->rec.regs[10] = BPF_CORE_READ(regs, r10);
-	s->rec.regs[11] = BPF_CORE_READ(regs, r11);
-	s->rec.regs[12] = BPF_CORE_READ(regs, r12);
-	s->rec.regs[13] = BPF_CORE_READ(regs, r13);
-	s->rec.regs[14] = BPF_CORE_READ(regs, r14);
-	s->rec.regs[15] = BPF_CORE_READ(regs, r15);
-	s->rec.regs[16] = BPF_CORE_READ(regs, ip);
+	ustack_read_regs(s->rec.regs, regs);
 	if (s->rec.regs[7] && s->rec.regs[16])
 		flags |= OFFCPU_F_REGS;
 	if (kind == OFFCPU_REC_THREAD_CREATE && (flags & OFFCPU_F_REGS))
@@ -368,7 +315,7 @@ int offcpu_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 
 	len = 0;
 	if (flags & OFFCPU_F_REGS) {
-		len = copy_stack(s, s->rec.regs[7]);
+		len = ustack_copy(s->stack, s->rec.regs[7], stack_bytes, OFFCPU_MAX_STACK);
 		if (!len)
 			count(OFFCPU_CNT_STACK_ERR);
 	}

@@ -1024,18 +1024,34 @@ static int refresh_threadcreate(struct pp_agent *a, int group)
 
 /* ---- HTTP source ---- */
 
+/* The base of a CPU window: the store's counters and the sampler's at its
+ * start, so the window's losses can be told apart from earlier ones. */
+struct cpu_base {
+	struct pp_store_snapshot *snap;
+	struct pp_cpu_stats stats;
+};
+
 static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 {
 	struct source_ctx *sc = ctx;
 	struct pp_agent *a = sc->a;
+	struct cpu_base *cb = NULL;
 
 	if (kind == PP_PROFILE_CPU) {
 		if (!a->cpu)
 			return -EOPNOTSUPP;
+		cb = calloc(1, sizeof(*cb));
+		if (!cb)
+			return -ENOMEM;
 		pthread_mutex_lock(&a->win_lock);
 		a->cpu_windows++;
 		cpu_update_enable(a);
 		pthread_mutex_unlock(&a->win_lock);
+		/* Samples taken before the window (always_on, an overlapping
+		 * window) are delivered before its base is taken. */
+		if (pp_cpu_sampler__flush(a->cpu, 5000) < 0)
+			pp_warn("cpu: samples taken before a window still queued after 5 s");
+		pp_cpu_sampler__stats(a->cpu, &cb->stats);
 	} else if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
 		pthread_mutex_lock(&a->snapshot_lock);
 		if (kind == PP_PROFILE_GOROUTINE)
@@ -1052,10 +1068,16 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 			a->cpu_windows--;
 			cpu_update_enable(a);
 			pthread_mutex_unlock(&a->win_lock);
+			free(cb);
 		}
 		return -ENOMEM;
 	}
-	*ret_base = s;
+	if (cb) {
+		cb->snap = s;
+		*ret_base = cb;
+	} else {
+		*ret_base = s;
+	}
 	return 0;
 }
 
@@ -1063,7 +1085,13 @@ static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
 {
 	struct source_ctx *sc = ctx;
 	struct pp_agent *a = sc->a;
-	pp_store_snapshot__free(base);
+	if (kind == PP_PROFILE_CPU && base) {
+		struct cpu_base *cb = base;
+		pp_store_snapshot__free(cb->snap);
+		free(cb);
+	} else {
+		pp_store_snapshot__free(base);
+	}
 	if (kind == PP_PROFILE_CPU && a->cpu) {
 		pthread_mutex_lock(&a->win_lock);
 		if (a->cpu_windows > 0)
@@ -1118,6 +1146,44 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 	*ret_n = n;
 }
 
+/* The end of a CPU window: every sample taken inside it delivered, and
+ * what was lost during it said in the profile (and in the log when it is
+ * more than a few percent). */
+static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, char ***ret,
+			 size_t *ret_n)
+{
+	struct pp_cpu_stats now;
+	char **c;
+	size_t n = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (pp_cpu_sampler__flush(a->cpu, 1000) < 0)
+		pp_warn("cpu: samples of the window's last moments still queued after 1 s");
+	pp_cpu_sampler__stats(a->cpu, &now);
+	uint64_t got = now.samples - begin->samples, lost = now.lost - begin->lost;
+	uint64_t nostack = now.stack_errors - begin->stack_errors;
+	uint64_t adopt = now.adopt_errors - begin->adopt_errors;
+	c = calloc(2, sizeof(*c));
+	if (!c)
+		return;
+	c[n++] = strfmt("podprof cpu: %" PRIu64 " samples, %" PRIu64 " lost (ring buffer full), "
+								     "%" PRIu64 " without user "
+										"stack, %" PRIu64
+			" children not tracked, %" PRIu64 " of %" PRIu64 " CPUs not sampled (event "
+									 "refused)",
+			got, lost, nostack, adopt, now.open_errors,
+			now.open_errors + now.events_open);
+	if (lost * 100 > (got + lost) * 2)
+		pp_warn("cpu: a profile window lost %" PRIu64 " of %" PRIu64 " samples (ring "
+									     "buffer full: "
+									     "podprof's CPU thread "
+									     "fell behind)",
+			lost, got + lost);
+	*ret = c;
+	*ret_n = n;
+}
+
 static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debug,
 		      struct pp_buf *out)
 {
@@ -1151,6 +1217,11 @@ static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debu
 	}
 	if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
 		heap_comments(a, sc->group, &comments, &nc);
+	if (kind == PP_PROFILE_CPU && base) {
+		struct cpu_base *cb = base;
+		base = cb->snap;
+		cpu_comments(a, &cb->stats, &comments, &nc);
+	}
 	struct pp_store_render_opts ro = {
 		.kind = kind,
 		.base = base,
@@ -1284,10 +1355,19 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	if (a->cpu) {
 		struct pp_cpu_stats cs;
 		pp_cpu_sampler__stats(a->cpu, &cs);
-		C("cpu_lost_samples_total", "Samples lost in perf ring buffers.", cs.lost);
-		C("cpu_throttled_total", "perf throttle events.", cs.throttled);
-		G("cpu_events_open", "perf events open.", cs.events_open);
-		C("cpu_open_errors_total", "perf_event_open failures.", cs.open_errors);
+		C("cpu_lost_samples_total",
+		  "Target CPU samples taken but not delivered (ring buffer full, malformed).",
+		  cs.lost);
+		C("cpu_stack_errors_total", "CPU samples whose user stack could not be read.",
+		  cs.stack_errors);
+		C("cpu_adopted_children_total", "Children of targets adopted by the CPU sampler.",
+		  cs.adopted);
+		C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
+		  cs.adopt_errors);
+		G("cpu_events_open", "Per-CPU perf events open.", cs.events_open);
+		G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
+		  cs.open_errors);
+		G("cpu_sampled_processes", "Processes the CPU sampler samples.", cs.targets);
 	}
 	if (a->heap) {
 		struct pp_heap_stats hs;
@@ -1370,11 +1450,11 @@ static void check_caps(struct pp_agent *a)
 	a->caps_perfmon = sys_admin || (cap & (1ull << 38));
 	a->caps_ptrace = cap & (1ull << 19);
 	if (!a->caps_bpf)
-		pp_warn("CAP_BPF missing: heap, block and mutex profiles disabled; add BPF to "
+		pp_warn("CAP_BPF missing: CPU, heap, block and mutex profiles disabled; add BPF to "
 			"securityContext.capabilities.add");
 	if (!a->caps_perfmon)
-		pp_warn("CAP_PERFMON missing: CPU profiles need perf_event_paranoid <= 1 and stay "
-			"user-only; add PERFMON to securityContext.capabilities.add");
+		pp_warn("CAP_PERFMON missing: CPU profiles disabled (per-CPU perf events); add "
+			"PERFMON to securityContext.capabilities.add");
 	if (!a->caps_ptrace)
 		pp_warn("CAP_SYS_PTRACE missing: processes of other users cannot be read and "
 			"goroutine thread dumps are limited; add SYS_PTRACE to "

@@ -1,291 +1,137 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * CPU sampler: software cpu-clock perf events with a fixed period.
+ * CPU sampler, user-space half (the BPF half is bpf/cpu.bpf.c).
  *
- * Thread coverage (choice (a) of DESIGN.md): one event per thread
- * (pid = tid, cpu = -1), and every ~100 ms a rescan of /proc/PID/task adds
- * events for new threads, closes those of exited threads, and adopts child
- * processes found in /proc/PID/task/TID/children. Why this and not per-CPU
- * events with a BPF filter: it needs no CAP_BPF and no BPF program on the
- * scheduler's sampling path of every process on the node (a per-CPU event
- * samples *all* tasks and the filter runs for each), and its cost scales
- * with the target's threads only. Its limit: a thread is sampled from the
- * first rescan after its birth, so threads living less than ~100 ms are
- * mostly missed. Per-task events cannot use perf's inherit flag instead:
- * the kernel refuses to mmap inherited per-task events.
+ * Thread coverage (DESIGN.md's per-CPU option): one cpu-clock event per
+ * CPU (pid = -1), each with the BPF program attached, replaces the earlier
+ * event-and-ring per thread plus /proc rescans. That design lost most
+ * samples of thread pools (the locked-memory budget shrank the per-thread
+ * rings, and events were read only when half full) and missed threads
+ * living less than the rescan interval. Here the kernel runs the program
+ * on every tick of every CPU while sampling is on; for a task that is not
+ * a target it returns after one helper call and one hash lookup (99 Hz x
+ * CPUs: nothing measurable for neighbours), and while sampling is off the
+ * events are disabled. Memory is one ring buffer (BPF memory is charged to
+ * the memory cgroup, not to RLIMIT_MEMLOCK) and a scratch record per CPU.
  *
- * Each event has its own ring (the kernel cannot redirect per-task events
- * of different tasks into one ring), read in pp_cpu_sampler__poll.
+ * Records are written without wakeups unless the ring is half full; poll
+ * waits on the ring's epoll fd and an eventfd that flush uses to make the
+ * poller drain at once, so a window's end sees every sample taken inside
+ * it.
  */
 #include "cpu.h"
 
-#include <fcntl.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "procfs/procfs.h"
+#include "cpu.skel.h"
 #include "util/log.h"
 #include "util/util.h"
 
-#define MAX_EVENTS 4096
-#define MAX_PROCS 1024
-#define RESCAN_NS (100ull * 1000 * 1000)
-#define SCRATCH_SIZE 65536
+/* bpf/cpu.h, the record layout shared with BPF */
+#include "../../bpf/cpu.h"
 
-/* ---- record parsing (pure) --------------------------------------------- */
+_Static_assert(CPU_NREGS == PP_NREGS, "register count");
 
-struct cursor {
-	const uint8_t *p;
-	size_t left;
-};
-
-static int take(struct cursor *c, size_t n, const uint8_t **ret)
-{
-	if (n > c->left)
-		return -EINVAL;
-	*ret = c->p;
-	c->p += n;
-	c->left -= n;
-	return 0;
-}
-
-static int take_u64(struct cursor *c, uint64_t *ret)
-{
-	const uint8_t *p;
-
-	if (take(c, 8, &p) < 0)
-		return -EINVAL;
-	memcpy(ret, p, 8);
-	return 0;
-}
-
-static bool is_context_marker(uint64_t v)
-{
-	return v >= (uint64_t)PERF_CONTEXT_MAX;
-}
-
-/* Split a callchain into kernel and user runs, markers dropped. */
-static void split_callchain(const uint64_t *ips, size_t nr, struct pp_raw_sample *s)
-{
-	size_t i = 0;
-
-	while (i < nr) {
-		uint64_t ctx = ips[i++];
-		size_t start = i;
-
-		if (!is_context_marker(ctx))
-			continue; /* not expected: entries before any marker */
-		while (i < nr && !is_context_marker(ips[i]))
-			i++;
-		if (ctx == (uint64_t)PERF_CONTEXT_KERNEL && !s->kernel_ips) {
-			s->kernel_ips = ips + start;
-			s->n_kernel = i - start;
-		} else if (ctx == (uint64_t)PERF_CONTEXT_USER && !s->user_ips) {
-			s->user_ips = ips + start;
-			s->n_user = i - start;
-		}
-	}
-}
-
-static int parse_sample(struct cursor *c, const struct pp_perf_fmt *fmt, struct pp_perf_rec *ret)
-{
-	const uint64_t known = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
-			       PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_ID |
-			       PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
-			       PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW | PERF_SAMPLE_REGS_USER |
-			       PERF_SAMPLE_STACK_USER;
-	uint64_t st = fmt->sample_type, v;
-	struct pp_raw_sample *s = &ret->sample;
-	const uint8_t *p;
-
-	if (st & ~known)
-		return -ENOTSUP;
-	if ((st & PERF_SAMPLE_IDENTIFIER) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_IP) && take_u64(c, &ret->ip) < 0)
-		return -EINVAL;
-	if (st & PERF_SAMPLE_TID) {
-		uint32_t pt[2];
-		if (take(c, 8, &p) < 0)
-			return -EINVAL;
-		memcpy(pt, p, 8);
-		s->pid = (pid_t)pt[0];
-		s->tid = (pid_t)pt[1];
-	}
-	if ((st & PERF_SAMPLE_TIME) && take_u64(c, &s->time_ns) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_ADDR) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_ID) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_STREAM_ID) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_CPU) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if ((st & PERF_SAMPLE_PERIOD) && take_u64(c, &v) < 0)
-		return -EINVAL;
-	if (st & PERF_SAMPLE_CALLCHAIN) {
-		uint64_t nr;
-		if (take_u64(c, &nr) < 0 || nr > c->left / 8 || take(c, nr * 8, &p) < 0)
-			return -EINVAL;
-		/* p is 8-aligned: the record is, and every field before is a multiple of 8. */
-		split_callchain((const uint64_t *)(const void *)p, nr, s);
-	}
-	if (st & PERF_SAMPLE_RAW) {
-		uint32_t size;
-		if (take(c, 4, &p) < 0)
-			return -EINVAL;
-		memcpy(&size, p, 4);
-		if (take(c, size, &p) < 0)
-			return -EINVAL;
-		/* u32 size + data is padded to 8 bytes by the kernel */
-		size_t pad = (8 - ((4 + (size_t)size) & 7)) & 7;
-		if (take(c, pad, &p) < 0)
-			return -EINVAL;
-	}
-	if (st & PERF_SAMPLE_REGS_USER) {
-		uint64_t abi;
-		if (take_u64(c, &abi) < 0)
-			return -EINVAL;
-		if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
-			size_t nregs = (size_t)__builtin_popcountll(fmt->regs_mask);
-			if (take(c, nregs * 8, &p) < 0)
-				return -EINVAL;
-			uint64_t regs[64];
-			memcpy(regs, p, nregs * 8);
-			pp_regs__from_perf(&s->regs, regs, fmt->regs_mask);
-			s->regs_valid = abi == PERF_SAMPLE_REGS_ABI_64;
-		}
-	}
-	if (st & PERF_SAMPLE_STACK_USER) {
-		uint64_t size, dyn;
-		if (take_u64(c, &size) < 0)
-			return -EINVAL;
-		if (size) {
-			if (size > c->left || take(c, size, &p) < 0 || take_u64(c, &dyn) < 0)
-				return -EINVAL;
-			s->stack = p;
-			s->stack_len = (size_t)PP_MIN(dyn, size);
-		}
-	}
-	if (!s->regs_valid) {
-		s->stack = NULL;
-		s->stack_len = 0;
-	}
-	return 0;
-}
-
-int pp_perf__parse_record(const void *buf, size_t len, const struct pp_perf_fmt *fmt,
-			  struct pp_perf_rec *ret)
-{
-	struct perf_event_header h;
-	struct pp_perf_rec r;
-	struct cursor c;
-	int err;
-
-	if (!buf || !fmt || !ret || len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (h.size != len)
-		return -EINVAL;
-	memset(&r, 0, sizeof(r));
-	r.type = h.type;
-	c.p = (const uint8_t *)buf + sizeof(h);
-	c.left = len - sizeof(h);
-	switch (h.type) {
-	case PERF_RECORD_SAMPLE:
-		err = parse_sample(&c, fmt, &r);
-		if (err < 0)
-			return err;
-		break;
-	case PERF_RECORD_LOST: {
-		uint64_t id;
-		if (take_u64(&c, &id) < 0 || take_u64(&c, &r.lost) < 0)
-			return -EINVAL;
-		break;
-	}
-	default:
-		break;
-	}
-	*ret = r;
-	return 0;
-}
-
-int pp_perf_ring__next(const uint8_t *data, uint64_t ring_size, uint64_t head, uint64_t tail,
-		       uint8_t *scratch, const uint8_t **ret)
-{
-	struct perf_event_header h;
-	uint64_t avail = head - tail;
-
-	if (!data || !ret || ring_size == 0 || (ring_size & (ring_size - 1)))
-		return -EINVAL;
-	if (head == tail)
-		return 0;
-	if (avail > ring_size || avail < sizeof(h))
-		return -EINVAL;
-	uint64_t off = tail & (ring_size - 1);
-	uint64_t first = PP_MIN(ring_size - off, sizeof(h));
-	memcpy(&h, data + off, first);
-	if (first < sizeof(h))
-		memcpy((uint8_t *)&h + first, data, sizeof(h) - first);
-	if (h.size < sizeof(h) || h.size > avail || (h.size & 7))
-		return -EINVAL;
-	if (off + h.size <= ring_size) {
-		*ret = data + off;
-	} else {
-		if (!scratch)
-			return -EINVAL;
-		uint64_t part = ring_size - off;
-		memcpy(scratch, data + off, part);
-		memcpy(scratch + part, data, h.size - part);
-		*ret = scratch;
-	}
-	return h.size;
-}
-
-/* ---- sampler ----------------------------------------------------------- */
-
-struct ev {
-	pid_t pid, tid;
-	int fd;
-	uint8_t *base;
-	size_t mmap_len;
-	bool seen;
-};
-
-struct proc {
-	pid_t pid;
-	pid_t parent; /* 0: added by the caller; else adopted child of */
-};
+#define MIN_RINGBUF_BYTES (8u << 20)
+#define MAX_RINGBUF_BYTES (64u << 20)
+#define PER_CPU_RINGBUF_BYTES (4u << 20)
+#define SWEEP_NS (1000ull * 1000 * 1000)
 
 struct pp_cpu_sampler {
-	pthread_mutex_t lock;
+	struct cpu_bpf *skel;
+	struct ring_buffer *rb;
 	struct pp_cpu_opts opts;
 	pp_cpu_sample_fn fn;
 	void *ctx;
-	int epfd;
-	struct ev *evs;
-	size_t n_evs, cap_evs;
-	struct proc *procs;
-	size_t n_procs, cap_procs;
-	bool enabled;
-	bool exclude_kernel; /* set after EACCES on a kernel-inclusive event */
-	uint64_t last_scan_ns;
 	uint64_t period_ns;
-	size_t ring_pages;
-	size_t page_size;
-	struct pp_perf_fmt fmt;
-	struct pp_cpu_stats stats;
-	uint8_t *scratch;
+	int ncpus;
+	int *pfds; /* per CPU; -1 where the event could not be opened */
+	struct bpf_link **links;
+	int epfd, evfd;
+	uint64_t last_sweep_ns;
+
+	pthread_mutex_t lock; /* enabled, the perf fds' state, consumed_ns */
+	pthread_cond_t drained; /* consumed_ns advanced */
+	bool enabled;
+	uint64_t consumed_ns; /* every record written before this was delivered */
+
+	atomic_uint_fast64_t samples, malformed, adopted;
+	uint64_t events_open, open_errors;
 };
+
+/* ---- record decoding (pure) -------------------------------------------- */
+
+int pp_cpu_rec__parse(const void *buf, size_t len, uint64_t weight_ns, struct pp_raw_sample *ret)
+{
+	struct cpu_rec r;
+
+	if (!buf || !ret || ((uintptr_t)buf & 7) || len < sizeof(r))
+		return -EINVAL;
+	memcpy(&r, buf, sizeof(r));
+	if (r.stack_len > CPU_MAX_STACK || r.stack_len > len - sizeof(r) ||
+	    r.n_kernel > CPU_MAX_IPS || r.n_user > CPU_MAX_IPS || r.pid == 0 || r.pid > INT32_MAX ||
+	    r.tid == 0 || r.tid > INT32_MAX)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	ret->pid = (pid_t)r.pid;
+	ret->tid = (pid_t)r.tid;
+	ret->time_ns = r.time_ns;
+	ret->weight_ns = weight_ns;
+	ret->regs_valid = (r.flags & CPU_F_REGS) != 0;
+	memcpy(ret->regs.r, r.regs, sizeof(ret->regs.r));
+	if (r.stack_len) {
+		ret->stack = (const uint8_t *)buf + sizeof(r);
+		ret->stack_len = r.stack_len;
+	}
+	if (r.n_kernel) {
+		ret->kernel_ips = (const uint64_t *)((const uint8_t *)buf +
+						     offsetof(struct cpu_rec, kernel_ips));
+		ret->n_kernel = r.n_kernel;
+	}
+	if (r.n_user) {
+		ret->user_ips = (const uint64_t *)((const uint8_t *)buf +
+						   offsetof(struct cpu_rec, user_ips));
+		ret->n_user = r.n_user;
+	}
+	return 0;
+}
+
+/* ---- sampler ------------------------------------------------------------ */
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct pp_cpu_sampler *s = ctx;
+	struct pp_raw_sample rs;
+
+	if (pp_cpu_rec__parse(data, size, s->period_ns, &rs) < 0) {
+		s->malformed++;
+		return 0;
+	}
+	if (size >= sizeof(struct cpu_rec) &&
+	    (((const struct cpu_rec *)data)->flags & CPU_F_ADOPTED)) {
+		s->adopted++;
+		pp_dbg("cpu: adopted child %d of %d", (int)rs.pid,
+		       (int)((const struct cpu_rec *)data)->parent);
+	}
+	s->samples++;
+	s->fn(s->ctx, &rs);
+	return 0;
+}
 
 static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group,
 			   unsigned long flags)
@@ -293,361 +139,237 @@ static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int
 	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group, flags);
 }
 
+/* Opens the per-CPU events with the program attached, disabled. Returns
+ * the number opened; *ret_err is the first error. */
+static int open_events(struct pp_cpu_sampler *s, int *ret_err)
+{
+	struct perf_event_attr attr;
+	bool exclude_kernel = false;
+	int opened = 0;
+
+	*ret_err = 0;
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd, e;
+
+		memset(&attr, 0, sizeof(attr));
+		attr.size = sizeof(attr);
+		attr.type = PERF_TYPE_SOFTWARE;
+		attr.config = PERF_COUNT_SW_CPU_CLOCK;
+		attr.sample_period = s->period_ns;
+		attr.disabled = 1;
+		attr.exclude_hv = 1;
+		attr.exclude_kernel = exclude_kernel;
+		fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0 && (errno == EACCES || errno == EPERM) && !exclude_kernel) {
+			/* perf_event_paranoid forbids kernel samples: user time only. */
+			attr.exclude_kernel = 1;
+			fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+			if (fd >= 0)
+				exclude_kernel = true;
+		}
+		if (fd < 0) {
+			e = errno;
+			if (e != ENODEV && !*ret_err) /* ENODEV: CPU offline */
+				*ret_err = e;
+			s->open_errors += e != ENODEV;
+			continue;
+		}
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.cpu_sample, fd);
+		if (!s->links[cpu]) {
+			e = errno;
+			close(fd);
+			if (!*ret_err)
+				*ret_err = e;
+			s->open_errors++;
+			continue;
+		}
+		/* Attaching enables the event; sampling starts with enable(). */
+		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+		s->pfds[cpu] = fd;
+		opened++;
+	}
+	s->events_open = (uint64_t)opened;
+	return opened;
+}
+
 struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cpu_sample_fn fn,
 					   void *ctx)
 {
 	struct pp_cpu_sampler *s;
-	long pg = sysconf(_SC_PAGESIZE);
+	struct stat st;
+	int r, err = 0;
 
 	if (!opts || !fn || opts->frequency_hz == 0 || opts->frequency_hz > 100000 ||
-	    (opts->stack_bytes & 7) || opts->stack_bytes > 65528 ||
-	    (opts->ring_pages & (opts->ring_pages - 1)) || opts->ring_pages > 4096) {
+	    (opts->stack_bytes & 7) || opts->stack_bytes > CPU_MAX_STACK ||
+	    (opts->ringbuf_bytes && (opts->ringbuf_bytes & (opts->ringbuf_bytes - 1))) ||
+	    opts->ringbuf_bytes > MAX_RINGBUF_BYTES) {
 		errno = EINVAL;
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		errno = ENOMEM;
+	if (!s)
 		return NULL;
-	}
 	s->opts = *opts;
 	s->fn = fn;
 	s->ctx = ctx;
-	s->page_size = pg > 0 ? (size_t)pg : 4096;
+	s->epfd = s->evfd = -1;
 	s->period_ns = 1000000000ull / opts->frequency_hz;
-	if (opts->ring_pages) {
-		s->ring_pages = opts->ring_pages;
-	} else {
-		/* about 4 samples of (stack + registers + callchain), at least 8 pages */
-		size_t want = 4 * ((size_t)opts->stack_bytes + 2048) / s->page_size;
-		s->ring_pages = 8;
-		while (s->ring_pages < want && s->ring_pages < 256)
-			s->ring_pages *= 2;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->drained, NULL);
+
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0) {
+		r = s->ncpus < 0 ? s->ncpus : -EINVAL;
+		goto fail;
 	}
-	s->fmt.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-			     PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	if (opts->kernel_callchain || opts->user_callchain)
-		s->fmt.sample_type |= PERF_SAMPLE_CALLCHAIN;
-	s->fmt.regs_mask = pp_regs__perf_mask();
-	s->scratch = aligned_alloc(8, SCRATCH_SIZE);
+	if (!s->opts.ringbuf_bytes) {
+		uint64_t want = (uint64_t)s->ncpus * PER_CPU_RINGBUF_BYTES;
+		s->opts.ringbuf_bytes = MIN_RINGBUF_BYTES;
+		while (s->opts.ringbuf_bytes < want && s->opts.ringbuf_bytes < MAX_RINGBUF_BYTES)
+			s->opts.ringbuf_bytes *= 2;
+	}
+	s->pfds = malloc((size_t)s->ncpus * sizeof(*s->pfds));
+	s->links = calloc((size_t)s->ncpus, sizeof(*s->links));
+	if (!s->pfds || !s->links) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < s->ncpus; i++)
+		s->pfds[i] = -1;
+	if (stat("/proc/self/ns/pid", &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+
+	s->skel = cpu_bpf__open();
+	if (!s->skel) {
+		r = -errno;
+		goto fail;
+	}
+	s->skel->rodata->pidns_dev = st.st_dev;
+	s->skel->rodata->pidns_ino = st.st_ino;
+	s->skel->rodata->stack_bytes = opts->stack_bytes;
+	s->skel->rodata->kernel_stacks = opts->kernel_callchain;
+	s->skel->rodata->user_callchain = opts->user_callchain;
+	s->skel->rodata->follow_children = !opts->no_children;
+	s->skel->rodata->ringbuf_bytes = s->opts.ringbuf_bytes;
+	r = bpf_map__set_max_entries(s->skel->maps.scratch, (uint32_t)s->ncpus);
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.rb, s->opts.ringbuf_bytes);
+	if (!r && opts->no_children)
+		r = bpf_program__set_autoload(s->skel->progs.cpu_fork, false);
+	if (!r)
+		r = cpu_bpf__load(s->skel);
+	if (r) {
+		pp_dbg("cpu: load BPF program: %s", strerror(-r));
+		goto fail;
+	}
+	if (!opts->no_children) {
+		s->skel->links.cpu_fork = bpf_program__attach(s->skel->progs.cpu_fork);
+		if (!s->skel->links.cpu_fork) {
+			r = -errno;
+			pp_dbg("cpu: attach sched_process_fork: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	if (open_events(s, &err) == 0) {
+		r = err ? -err : -ENODEV;
+		pp_dbg("cpu: no per-CPU cpu-clock event: %s", strerror(-r));
+		goto fail;
+	}
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.rb), on_record, s, NULL);
+	if (!s->rb) {
+		r = -errno;
+		goto fail;
+	}
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!s->scratch || s->epfd < 0 || pthread_mutex_init(&s->lock, NULL) != 0) {
-		int e = s->scratch ? errno : ENOMEM;
-		if (s->epfd >= 0)
-			close(s->epfd);
-		free(s->scratch);
-		free(s);
-		errno = e ? e : ENOMEM;
-		return NULL;
+	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->epfd < 0 || s->evfd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	struct epoll_event ee = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(s->rb), &ee) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	ee.data.u32 = 1;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ee) < 0) {
+		r = -errno;
+		goto fail;
 	}
 	return s;
-}
-
-static int open_event(struct pp_cpu_sampler *s, pid_t pid, pid_t tid)
-{
-	struct perf_event_attr attr;
-	struct ev e = { .pid = pid, .tid = tid, .fd = -1 };
-	int fd, r;
-
-	if (s->n_evs >= MAX_EVENTS)
-		return -E2BIG;
-	if (s->n_evs == s->cap_evs) {
-		size_t nc = s->cap_evs ? s->cap_evs * 2 : 64;
-		struct ev *nv = realloc(s->evs, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		s->evs = nv;
-		s->cap_evs = nc;
-	}
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_CPU_CLOCK;
-	attr.sample_period = s->period_ns;
-	attr.sample_type = s->fmt.sample_type;
-	attr.sample_regs_user = s->fmt.regs_mask;
-	attr.sample_stack_user = s->opts.stack_bytes;
-	attr.exclude_callchain_user = !s->opts.user_callchain;
-	attr.exclude_callchain_kernel = !s->opts.kernel_callchain;
-	attr.exclude_hv = 1;
-	attr.exclude_kernel = s->exclude_kernel;
-	attr.disabled = !s->enabled;
-	attr.use_clockid = 1;
-	attr.clockid = CLOCK_MONOTONIC;
-	attr.watermark = 1;
-	attr.wakeup_watermark = (uint32_t)(s->ring_pages * s->page_size / 2);
-
-	fd = perf_event_open(&attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0 && (errno == EACCES || errno == EPERM) && !attr.exclude_kernel) {
-		/* perf_event_paranoid forbids kernel samples: user time only from now on. */
-		attr.exclude_kernel = 1;
-		attr.exclude_callchain_kernel = 1;
-		fd = perf_event_open(&attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd >= 0)
-			s->exclude_kernel = true;
-	}
-	if (fd < 0)
-		return -errno;
-	e.fd = fd;
-
-	for (size_t pages = s->ring_pages; pages >= 1; pages /= 2) {
-		size_t len = (pages + 1) * s->page_size;
-		void *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (b != MAP_FAILED) {
-			e.base = b;
-			e.mmap_len = len;
-			break;
-		}
-		if (errno != EPERM && errno != ENOMEM)
-			break;
-	}
-	if (!e.base) {
-		r = -errno;
-		close(fd);
-		return r ? r : -ENOMEM;
-	}
-	struct epoll_event ee = { .events = EPOLLIN, .data.u64 = 0 };
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ee) < 0) {
-		r = -errno;
-		munmap(e.base, e.mmap_len);
-		close(fd);
-		return r;
-	}
-	e.seen = true;
-	s->evs[s->n_evs++] = e;
-	s->stats.events_open++;
-	return 0;
-}
-
-/* Deliver every record in ev's ring. Returns the number of samples delivered. */
-static int drain(struct pp_cpu_sampler *s, struct ev *e)
-{
-	struct perf_event_mmap_page *mp = (void *)e->base;
-	uint64_t data_off = mp->data_offset, data_size = mp->data_size;
-	int delivered = 0;
-
-	if (data_off == 0) {
-		data_off = s->page_size;
-		data_size = e->mmap_len - s->page_size;
-	}
-	if (data_off > e->mmap_len || data_size > e->mmap_len - data_off)
-		return 0;
-
-	uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = mp->data_tail;
-	const uint8_t *data = e->base + data_off;
-
-	while (tail != head) {
-		const uint8_t *rec;
-		struct pp_perf_rec pr;
-		int len = pp_perf_ring__next(data, data_size, head, tail, s->scratch, &rec);
-
-		if (len <= 0) {
-			s->stats.lost++; /* corrupt ring: skip what is there */
-			tail = head;
-			break;
-		}
-		if (pp_perf__parse_record(rec, (size_t)len, &s->fmt, &pr) == 0) {
-			switch (pr.type) {
-			case PERF_RECORD_SAMPLE:
-				pr.sample.weight_ns = s->period_ns;
-				s->stats.samples++;
-				s->fn(s->ctx, &pr.sample);
-				delivered++;
-				break;
-			case PERF_RECORD_LOST:
-				s->stats.lost += pr.lost;
-				break;
-			case PERF_RECORD_THROTTLE:
-				s->stats.throttled++;
-				break;
-			default:
-				break;
-			}
-		}
-		tail += (uint64_t)len;
-	}
-	__atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
-	return delivered;
-}
-
-static void close_event(struct pp_cpu_sampler *s, size_t i)
-{
-	struct ev *e = &s->evs[i];
-
-	drain(s, e);
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, e->fd, NULL);
-	munmap(e->base, e->mmap_len);
-	close(e->fd);
-	s->evs[i] = s->evs[--s->n_evs];
-	if (s->stats.events_open)
-		s->stats.events_open--;
-}
-
-static struct proc *find_proc(struct pp_cpu_sampler *s, pid_t pid)
-{
-	for (size_t i = 0; i < s->n_procs; i++)
-		if (s->procs[i].pid == pid)
-			return &s->procs[i];
+fail:
+	pp_cpu_sampler__free(s);
+	errno = r < 0 ? -r : EINVAL;
 	return NULL;
-}
-
-static int add_proc(struct pp_cpu_sampler *s, pid_t pid, pid_t parent)
-{
-	if (s->n_procs >= MAX_PROCS)
-		return -E2BIG;
-	if (s->n_procs == s->cap_procs) {
-		size_t nc = s->cap_procs ? s->cap_procs * 2 : 16;
-		struct proc *nv = realloc(s->procs, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		s->procs = nv;
-		s->cap_procs = nc;
-	}
-	s->procs[s->n_procs++] = (struct proc){ pid, parent };
-	return 0;
-}
-
-static void drop_proc(struct pp_cpu_sampler *s, pid_t pid)
-{
-	for (size_t i = 0; i < s->n_evs;)
-		if (s->evs[i].pid == pid)
-			close_event(s, i);
-		else
-			i++;
-	for (size_t i = 0; i < s->n_procs; i++)
-		if (s->procs[i].pid == pid) {
-			s->procs[i] = s->procs[--s->n_procs];
-			break;
-		}
-	/* Adopted children go with their parent. */
-	for (size_t i = 0; i < s->n_procs;)
-		if (s->procs[i].parent == pid)
-			drop_proc(s, s->procs[i].pid), i = 0;
-		else
-			i++;
-}
-
-/* Children listed in /proc/PID/task/TID/children, adopted as processes. */
-static void adopt_children(struct pp_cpu_sampler *s, pid_t pid, pid_t tid)
-{
-	char path[80];
-	_cleanup_free_ char *buf = NULL;
-	size_t len;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)tid);
-	if (pp_read_file(path, 1 << 16, &buf, &len) < 0 || !buf)
-		return;
-	char *save = NULL;
-	for (char *tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
-		uint64_t child;
-		if (pp_parse_u64(tok, 10, 1, INT32_MAX, &child) < 0)
-			continue;
-		if (!find_proc(s, (pid_t)child) && add_proc(s, (pid_t)child, pid) == 0)
-			pp_dbg("cpu: adopted child %d of %d", (int)child, (int)pid);
-	}
-}
-
-/* Sync the events of pid with /proc/PID/task. -ESRCH if the process is gone. */
-static int scan_proc(struct pp_cpu_sampler *s, pid_t pid)
-{
-	pid_t *tids = NULL;
-	size_t n = 0;
-	int r = pp_proc__list_tids(pid, &tids, &n);
-
-	if (r < 0)
-		return r == -ENOENT ? -ESRCH : r;
-	if (n == 0) {
-		free(tids);
-		return -ESRCH;
-	}
-	for (size_t i = 0; i < s->n_evs; i++)
-		if (s->evs[i].pid == pid)
-			s->evs[i].seen = false;
-	int opened = 0, last_err = 0;
-	for (size_t t = 0; t < n; t++) {
-		bool have = false;
-		for (size_t i = 0; i < s->n_evs; i++)
-			if (s->evs[i].pid == pid && s->evs[i].tid == tids[t]) {
-				s->evs[i].seen = true;
-				have = true;
-				break;
-			}
-		if (!have) {
-			r = open_event(s, pid, tids[t]);
-			if (r < 0 && r != -ESRCH) {
-				s->stats.open_errors++;
-				last_err = r;
-			} else if (r == 0) {
-				opened++;
-			}
-		}
-		adopt_children(s, pid, tids[t]);
-	}
-	free(tids);
-	for (size_t i = 0; i < s->n_evs;)
-		if (s->evs[i].pid == pid && !s->evs[i].seen)
-			close_event(s, i);
-		else
-			i++;
-	bool any = false;
-	for (size_t i = 0; i < s->n_evs && !any; i++)
-		any = s->evs[i].pid == pid;
-	if (!any)
-		return last_err ? last_err : -ESRCH;
-	return 0;
-}
-
-static void rescan(struct pp_cpu_sampler *s)
-{
-	s->last_scan_ns = pp_now_mono_ns();
-	/* Index loop: scan_proc may append adopted children. */
-	for (size_t i = 0; i < s->n_procs;) {
-		pid_t pid = s->procs[i].pid;
-		int r = scan_proc(s, pid);
-		if (r == -ESRCH) {
-			drop_proc(s, pid);
-			i = 0; /* drop_proc reorders the array; rescanning a few is harmless */
-			continue;
-		}
-		i++;
-	}
 }
 
 int pp_cpu_sampler__add_process(struct pp_cpu_sampler *s, pid_t pid)
 {
-	int r;
+	struct cpu_target t = { 0 };
+	uint32_t key = (uint32_t)pid;
 
 	if (!s || pid <= 0)
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	struct proc *p = find_proc(s, pid);
-	if (p) {
-		p->parent = 0; /* explicitly added now */
-		pthread_mutex_unlock(&s->lock);
-		return 0;
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.targets), &key, &t, BPF_ANY) < 0)
+		return errno == E2BIG || errno == ENOMEM ? -E2BIG : -errno;
+	return 0;
+}
+
+/* Deletes the targets adopted through parent (and theirs). */
+static void remove_children(struct pp_cpu_sampler *s, uint32_t parent, int depth)
+{
+	int fd = bpf_map__fd(s->skel->maps.targets);
+	uint32_t key, next, found[256];
+	size_t n = 0;
+	struct cpu_target t;
+	void *prev = NULL;
+
+	while (n < ARRAY_SIZE(found) && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &t) == 0 && t.parent == parent)
+			found[n++] = next;
+		key = next;
+		prev = &key;
 	}
-	r = add_proc(s, pid, 0);
-	if (r == 0) {
-		r = scan_proc(s, pid);
-		if (r < 0)
-			drop_proc(s, pid);
+	for (size_t i = 0; i < n; i++) {
+		bpf_map_delete_elem(fd, &found[i]);
+		if (depth < 8)
+			remove_children(s, found[i], depth + 1);
 	}
-	pthread_mutex_unlock(&s->lock);
-	return r;
 }
 
 int pp_cpu_sampler__remove_process(struct pp_cpu_sampler *s, pid_t pid)
 {
+	uint32_t key = (uint32_t)pid;
+
 	if (!s || pid <= 0)
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	bool had = find_proc(s, pid) != NULL;
-	if (had)
-		drop_proc(s, pid);
-	pthread_mutex_unlock(&s->lock);
-	return had ? 0 : -ENOENT;
+	if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.targets), &key) < 0)
+		return -ENOENT;
+	remove_children(s, key, 0);
+	return 0;
+}
+
+/* Forget adopted children that exited (their pid could be reused by an
+ * unrelated process); added processes are the caller's to remove. */
+static void sweep(struct pp_cpu_sampler *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.targets);
+	uint32_t key, next, gone[256];
+	size_t n = 0;
+	struct cpu_target t;
+	void *prev = NULL;
+
+	while (n < ARRAY_SIZE(gone) && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &t) == 0 && t.parent &&
+		    kill((pid_t)next, 0) < 0 && errno == ESRCH)
+			gone[n++] = next;
+		key = next;
+		prev = &key;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
 }
 
 int pp_cpu_sampler__enable(struct pp_cpu_sampler *s, bool on)
@@ -657,76 +379,124 @@ int pp_cpu_sampler__enable(struct pp_cpu_sampler *s, bool on)
 	if (!s)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	s->enabled = on;
-	for (size_t i = 0; i < s->n_evs; i++)
-		if (ioctl(s->evs[i].fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
-			r = -errno;
+	if (s->enabled != on) {
+		for (int i = 0; i < s->ncpus; i++)
+			if (s->pfds[i] >= 0 &&
+			    ioctl(s->pfds[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE,
+				  0) < 0)
+				r = -errno;
+		s->enabled = on;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
 
 int pp_cpu_sampler__poll(struct pp_cpu_sampler *s, int timeout_ms)
 {
-	uint64_t deadline;
-	int delivered = 0;
+	struct epoll_event evs[2];
+	uint64_t now, v;
+	int n, r;
 
 	if (!s)
 		return -EINVAL;
-	if (timeout_ms < 0)
-		timeout_ms = 0;
-	deadline = pp_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	for (;;) {
-		struct epoll_event evs[16];
-		uint64_t now = pp_now_mono_ns();
-
-		pthread_mutex_lock(&s->lock);
-		if (now - s->last_scan_ns >= RESCAN_NS)
-			rescan(s);
-		pthread_mutex_unlock(&s->lock);
-
-		uint64_t left_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 0;
-		int wait_ms = (int)PP_MIN(left_ms, RESCAN_NS / 1000000);
-		int n = epoll_wait(s->epfd, evs, ARRAY_SIZE(evs), wait_ms);
-		if (n < 0 && errno != EINTR)
-			return delivered ? delivered : -errno;
-
-		/* Drain every ring: cheap, and rings below the watermark get read too. */
-		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < s->n_evs; i++)
-			delivered += drain(s, &s->evs[i]);
-		pthread_mutex_unlock(&s->lock);
-
-		if (delivered > 0 || pp_now_mono_ns() >= deadline)
-			return delivered;
+	n = epoll_wait(s->epfd, evs, ARRAY_SIZE(evs), timeout_ms > 0 ? timeout_ms : 0);
+	if (n < 0 && errno != EINTR)
+		return -errno;
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.u32 == 1)
+			(void)!read(s->evfd, &v, sizeof(v));
+	/* Everything committed before now is in the ring: drain it all (the
+	 * ring's own wakeup comes only when it is half full). */
+	now = pp_now_mono_ns();
+	r = ring_buffer__consume(s->rb);
+	pthread_mutex_lock(&s->lock);
+	s->consumed_ns = now;
+	pthread_cond_broadcast(&s->drained);
+	pthread_mutex_unlock(&s->lock);
+	if (now - s->last_sweep_ns >= SWEEP_NS) {
+		s->last_sweep_ns = now;
+		sweep(s);
 	}
+	return r;
+}
+
+int pp_cpu_sampler__flush(struct pp_cpu_sampler *s, int timeout_ms)
+{
+	uint64_t t, one = 1;
+	struct timespec until;
+	int r = 0;
+
+	if (!s)
+		return -EINVAL;
+	t = pp_now_mono_ns();
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	(void)!write(s->evfd, &one, sizeof(one));
+	pthread_mutex_lock(&s->lock);
+	while (s->consumed_ns <= t && r == 0)
+		r = pthread_cond_timedwait(&s->drained, &s->lock, &until);
+	pthread_mutex_unlock(&s->lock);
+	return r ? -ETIMEDOUT : 0;
+}
+
+static uint64_t counter(struct pp_cpu_sampler *s, uint32_t idx)
+{
+	uint64_t *v = calloc((size_t)s->ncpus, sizeof(*v)), sum = 0;
+
+	if (!v)
+		return 0;
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &idx, v) == 0)
+		for (int i = 0; i < s->ncpus; i++)
+			sum += v[i];
+	free(v);
+	return sum;
 }
 
 void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)
 {
+	uint32_t key, next;
+	void *prev = NULL;
+
 	if (!s || !ret)
 		return;
-	pthread_mutex_lock(&s->lock);
-	*ret = s->stats;
-	ret->events_open = s->n_evs;
-	pthread_mutex_unlock(&s->lock);
+	memset(ret, 0, sizeof(*ret));
+	ret->samples = s->samples;
+	ret->lost = counter(s, CPU_CNT_RINGBUF_FULL) + s->malformed;
+	ret->stack_errors = counter(s, CPU_CNT_STACK_ERR);
+	ret->adopt_errors = counter(s, CPU_CNT_TARGETS_FULL) + counter(s, CPU_CNT_CHILDREN_FULL);
+	ret->adopted = s->adopted;
+	ret->events_open = s->events_open;
+	ret->open_errors = s->open_errors;
+	while (bpf_map_get_next_key(bpf_map__fd(s->skel->maps.targets), prev, &next) == 0) {
+		ret->targets++;
+		key = next;
+		prev = &key;
+	}
 }
 
 void pp_cpu_sampler__free(struct pp_cpu_sampler *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
-	while (s->n_evs) {
-		struct ev *e = &s->evs[s->n_evs - 1];
-		munmap(e->base, e->mmap_len);
-		close(e->fd);
-		s->n_evs--;
-	}
-	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; s->links && i < s->ncpus; i++)
+		bpf_link__destroy(s->links[i]);
+	for (int i = 0; s->pfds && i < s->ncpus; i++)
+		if (s->pfds[i] >= 0)
+			close(s->pfds[i]);
+	ring_buffer__free(s->rb);
+	cpu_bpf__destroy(s->skel);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	pthread_cond_destroy(&s->drained);
 	pthread_mutex_destroy(&s->lock);
-	close(s->epfd);
-	free(s->evs);
-	free(s->procs);
-	free(s->scratch);
+	free(s->links);
+	free(s->pfds);
 	free(s);
 }

@@ -58,6 +58,7 @@ struct heap_proc {
 	unsigned nlinks;
 	int session_fd;
 	bool session, paused, over_budget, exited;
+	double pause_overhead; /* p->overhead when the pause was decided */
 	unsigned fallbacks;
 	uint64_t last_calls, last_tick_ns;
 	double rate, overhead;
@@ -537,6 +538,7 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 			if (t->opts.over_budget == PP_HEAP_POLICY_PAUSE && !p->paused) {
 				release_links(p);
 				p->paused = true;
+				p->pause_overhead = p->overhead;
 				pp_dbg("heap: pid %d: est. overhead %.1f%% over budget, paused",
 				       (int)p->pid, p->overhead);
 			}
@@ -602,6 +604,7 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 	ret->exited = p->exited;
 	ret->probes = p->alloc.n;
 	ret->probe_fallbacks = p->fallbacks;
+	ret->pause_overhead_percent = p->pause_overhead;
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }

@@ -67,6 +67,7 @@ struct pp_heap_proc_stats {
 	bool exited; /* target gone; probes released, stats kept until detach */
 	unsigned probes; /* functions probed */
 	unsigned probe_fallbacks; /* functions probed at +0 on a single-stepped instruction */
+	double pause_overhead_percent; /* the estimate that triggered the pause (0: not paused) */
 };
 int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_heap_proc_stats *ret);
 

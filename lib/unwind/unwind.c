@@ -20,7 +20,6 @@
  */
 #include "unwind.h"
 
-#include <asm/perf_regs.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
@@ -87,61 +86,6 @@ struct pp_unwinder {
 	bool last_regs_ok;
 	uint64_t last_bp, last_sp;
 };
-
-/* ---- registers ---------------------------------------------------------- */
-
-static int perf_to_dwarf(unsigned perf_reg)
-{
-	switch (perf_reg) {
-	case PERF_REG_X86_AX:
-		return 0;
-	case PERF_REG_X86_DX:
-		return 1;
-	case PERF_REG_X86_CX:
-		return 2;
-	case PERF_REG_X86_BX:
-		return 3;
-	case PERF_REG_X86_SI:
-		return 4;
-	case PERF_REG_X86_DI:
-		return 5;
-	case PERF_REG_X86_BP:
-		return 6;
-	case PERF_REG_X86_SP:
-		return 7;
-	case PERF_REG_X86_IP:
-		return 16;
-	default:
-		if (perf_reg >= PERF_REG_X86_R8 && perf_reg <= PERF_REG_X86_R15)
-			return 8 + (int)(perf_reg - PERF_REG_X86_R8);
-		return -1;
-	}
-}
-
-uint64_t pp_regs__perf_mask(void)
-{
-	uint64_t m = 0;
-
-	for (unsigned r = 0; r < PERF_REG_X86_64_MAX; r++)
-		if (perf_to_dwarf(r) >= 0)
-			m |= 1ull << r;
-	return m;
-}
-
-void pp_regs__from_perf(struct pp_regs *ret, const uint64_t *perf_regs, uint64_t mask)
-{
-	size_t idx = 0;
-
-	memset(ret, 0, sizeof(*ret));
-	for (unsigned r = 0; r < 64; r++) {
-		if (!(mask & (1ull << r)))
-			continue;
-		int d = perf_to_dwarf(r);
-		if (d >= 0)
-			ret->r[d] = perf_regs[idx];
-		idx++;
-	}
-}
 
 /* ---- maps ------------------------------------------------------------- */
 

@@ -28,12 +28,6 @@ struct pp_regs {
 	uint64_t r[PP_NREGS];
 };
 
-/* Convert perf's PERF_SAMPLE_REGS_USER array (x86 perf_regs order, with
- * the given sample_regs_user mask) to DWARF order. */
-void pp_regs__from_perf(struct pp_regs *ret, const uint64_t *perf_regs, uint64_t mask);
-/* The mask to request in perf_event_attr.sample_regs_user for pp_regs__from_perf. */
-uint64_t pp_regs__perf_mask(void);
-
 enum pp_unwind_flags {
 	PP_UNWIND_COMPLETE = 1 << 0, /* reached the outermost frame (CFI said so, or a zero RA) */
 	PP_UNWIND_TRUNCATED = 1 << 1, /* ran out of copied stack or max frames */

@@ -77,9 +77,9 @@ class Workload:
 
 
 class Podprof:
-    def __init__(self, *args, env=None, listen="127.0.0.1:0", wait_port=True):
+    def __init__(self, *args, env=None, listen="127.0.0.1:0", wait_port=True, wrap=()):
         check(PODPROF and os.path.exists(PODPROF), "PODPROF not built")
-        argv = [PODPROF]
+        argv = list(wrap) + [PODPROF]
         if listen is not None:
             argv += ["--listen", listen]
         argv += list(args)
@@ -217,6 +217,100 @@ def sanitized():
         except OSError:
             _asan = False
     return _asan
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# podprof as the sidecar runs it: only these capabilities (README, Privileges).
+SIDECAR_CAPS = ("setpriv", "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace", "--inh-caps=-all",
+                "--no-new-privs")
+
+
+def proc_cpu_ns(pid):
+    """The process's CPU time, exited threads included, to the nanosecond:
+    the scheduler's runtime through its CPU clock (clock_getcpuclockid's
+    encoding: ~pid << 3 | CPUCLOCK_SCHED). /proc/PID/stat's tick-based
+    utime+stime is far off for threads that run in short bursts."""
+    return int(time.clock_gettime((~pid << 3) | 2) * 1e9)
+
+
+class CpuTrack:
+    """Records a process's CPU time (proc_cpu_ns) every 20 ms in a thread,
+    so the CPU time of the exact span a profile covers (its time_nanos and
+    duration_nanos) can be read afterwards, whatever the request's latency."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.points = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.points.append((time.time(), proc_cpu_ns(self.pid)))
+            except OSError:
+                return
+            self._stop.wait(0.02)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
+
+    def _at(self, t):
+        pts = self.points
+        check(pts and pts[0][0] <= t <= pts[-1][0], "CPU track does not cover %.3f" % t)
+        for (t0, c0), (t1, c1) in zip(pts, pts[1:]):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0)
+        return pts[-1][1]
+
+    def during(self, prof):
+        """CPU time of the process within the profile's window."""
+        end = prof["time_nanos"] / 1e9
+        return self._at(end) - self._at(end - prof["duration_nanos"] / 1e9)
+
+
+def thread_runtimes(pid):
+    """{tid: scheduler runtime in ns} of the live threads of pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def check_cpu_rate(samples, cpu_ns, hz, what):
+    """A process's samples follow its CPU time: every CPU's timer fires once
+    a period and samples whatever runs, so the count is cpu_ns / period,
+    give or take the phase of each burst and the window's edges. 10% is far
+    above that for the hundreds of samples the tests take."""
+    want = cpu_ns * hz / 1e9
+    log("%s: %d samples, %.0f predicted by %.2f s of CPU time" % (what, samples, want, cpu_ns / 1e9))
+    check(want >= 100, "%s: only %.2f s of CPU time in the window" % (what, cpu_ns / 1e9))
+    check(abs(samples - want) <= 0.10 * want,
+          "%s: %d samples, %.0f predicted by its CPU time (+-10%%)" % (what, samples, want))
+
+
+def held_kb(m):
+    """What podprof reports it holds on purpose, in kB, from its /metrics:
+    a generous per-item size for each stack (frames, labels), location
+    (symbolized strings) and live allocation, plus the symbol cache. RSS
+    growth beyond the growth of this (and a fixed slack for the allocator's
+    arenas) is a leak."""
+    return (4 * m.get("podprof_store_stacks", 0) + 1 * m.get("podprof_store_locations", 0)
+            + 0.25 * m.get("podprof_store_live_allocations", 0)
+            + m.get("podprof_symbol_cache_bytes", 0) / 1024)
 
 
 def decode(body):

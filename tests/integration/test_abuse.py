@@ -7,7 +7,7 @@ import os
 import socket
 import time
 
-from harness import Podprof, Workload, check, run, sanitized
+from harness import Podprof, Workload, check, held_kb, rss_kb, run, sanitized
 
 DEMO = os.environ.get("WL_DEMO")
 
@@ -45,21 +45,33 @@ def test_idle_and_slow_connections():
 
 def test_many_bad_requests():
     wl, pp = start()
-    rss0 = int(open("/proc/%d/status" % pp.p.pid).read().split("VmRSS:")[1].split()[0])
     bad = ["/debug/pprof/nope", "/debug/pprof/heap?seconds=-1", "/debug/pprof/heap?seconds=1&debug=1",
            "/debug/pprof/profile?seconds=99999", "/x" * 300, "/debug/pprof/symbol?0xzz+%%%",
            "/debug/pprof/heap?debug=abc&gc=1&seconds=abc"]
     codes = {}
-    for i in range(2000):
-        path = bad[i % len(bad)]
-        st, _, _ = pp.request(path, timeout=10)
-        codes[st] = codes.get(st, 0) + 1
+
+    def flood(n):
+        for i in range(n):
+            path = bad[i % len(bad)]
+            st, _, _ = pp.request(path, timeout=10)
+            codes[st] = codes.get(st, 0) + 1
+
+    # The first flood warms what a cold podprof loads once (symbols for the
+    # valid heap request in the list, allocator arenas of the server
+    # threads); the second, identical one may grow RSS only by what podprof
+    # reports it holds, plus a fixed slack for the allocator.
+    flood(700)
+    rss0, held0 = rss_kb(pp.p.pid), held_kb(pp.metrics())
+    flood(2000)
+    rss1, held1 = rss_kb(pp.p.pid), held_kb(pp.metrics())
     check(set(codes) <= {200, 400, 404}, "unexpected statuses %s" % codes)
     st, _, _ = pp.request("/debug/pprof/goroutine")
     check(st == 200, "valid request after the flood: %d" % st)
-    rss1 = int(open("/proc/%d/status" % pp.p.pid).read().split("VmRSS:")[1].split()[0])
+    allowed = 8 * 1024 + max(0, held1 - held0)
     if not sanitized():
-        check(rss1 - rss0 < 16 * 1024, "RSS grew %d kB over 2000 bad requests" % (rss1 - rss0))
+        check(rss1 - rss0 <= allowed,
+              "RSS grew %d kB over 2000 bad requests after a warm-up; data held grew %d kB "
+              "(allowance %d kB)" % (rss1 - rss0, held1 - held0, allowed))
     pp.stop()
 
 
