@@ -64,9 +64,9 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 1;
 	if (argc > 2)
 		g_rounds = strtol(argv[2], NULL, 10);
-	if (n < 1 || n > 64 || g_rounds < 1)
+	if (n < 1 || n > 1024 || g_rounds < 1)
 		return 2;
-	pthread_t t[64];
+	pthread_t t[1024];
 	struct timespec a, b;
 	double c0 = cpu_seconds();
 	clock_gettime(CLOCK_MONOTONIC, &a);

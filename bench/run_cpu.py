@@ -19,7 +19,9 @@ the timed window, i.e. read + unwind + aggregate; perf: `perf record` CPU,
 which only copies to perf.data, and `perf report` CPU, where perf does its
 DWARF unwinding afterwards) and the profiler's RSS at the end.
 
-usage: bench/run_cpu.py [BUILD_DIR [REPS [ROUNDS]]]   (defaults build-bench 5 10000)
+usage: bench/run_cpu.py [BUILD_DIR [REPS [ROUNDS [THREADS]]]]
+       (defaults build-bench 5 10000 2; ROUNDS is per thread, so with 128
+       threads pass ROUNDS * 2 / 128 for the same total work)
 """
 import os
 import re
@@ -39,7 +41,7 @@ NICE = prioritize()
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 ROUNDS = sys.argv[3] if len(sys.argv) > 3 else "10000"
-THREADS = "2"
+THREADS = sys.argv[4] if len(sys.argv) > 4 else "2"
 PODPROF = os.path.join(build, "cmd/podprof/podprof")
 BENCH = os.path.join(build, "bench/cpubench")
 

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 
-from harness import Podprof, Workload, check, count_fds, frames, leaf_function, run
+from harness import CpuTrack, Podprof, Workload, check, count_fds, frames, leaf_function, run
 
 SPIN = os.environ.get("WL_SPIN")
 DLCHURN = os.environ.get("WL_DLCHURN")
@@ -42,14 +42,23 @@ def test_killed_mid_window():
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199")
     base_fds = kernel_fds(pp.p.pid)
     res = {}
+    track = CpuTrack(wl.pid)
     t = threading.Thread(target=lambda: res.update(p=pp.profile("/debug/pprof/profile?seconds=3")))
     t.start()
     time.sleep(1.2)
     wl.p.send_signal(signal.SIGKILL)
     wl.p.wait()
     t.join()
+    track.stop()
     prof = res["p"]
-    check(sum(s["values"][0] for s in prof["samples"]) > 50, "samples before the kill lost")
+    # What the process ran in the window up to its last CPU reading before
+    # the kill (the 20 ms after it may add a few samples).
+    start = prof["time_nanos"] / 1e9 - prof["duration_nanos"] / 1e9
+    before = [c for (ts, c) in track.points if ts >= start]
+    want = (before[-1] - before[0]) * 199 / 1e9 if len(before) > 1 else 0
+    n = sum(s["values"][0] for s in prof["samples"])
+    check(n > 0 and n >= 0.85 * want - 3,
+          "samples before the kill lost: %d, %.0f predicted by its CPU time" % (n, want))
     check("hot_a" in names(prof), "names of the dead process lost")
     pp.wait_log(r"target: pid %d .*exited" % wl.pid, timeout=10)
     for kind in ("heap", "allocs", "goroutine", "block", "mutex", "threadcreate"):
