@@ -66,11 +66,7 @@ else
   FAILED=$((FAILED + 1))
 fi
 
-# 3. ASan+UBSan build: unit and integration suites again. The heap unit
-#    suite is left out here: with every allocation sampled it asserts an
-#    exact event count, which an ASan-slowed consumer cannot drain without
-#    ring-buffer drops on a loaded machine; podprof's heap path still runs
-#    under ASan in integration-heap.
+# 3. ASan+UBSan build: unit and integration suites again.
 if [[ "${PP_SKIP_ASAN:-0}" != 1 ]]; then
   step "build (asan+ubsan)"
   if [[ ! -d build-asan ]]; then
@@ -81,7 +77,6 @@ if [[ "${PP_SKIP_ASAN:-0}" != 1 ]]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:use_sigaltstack=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       LSAN_OPTIONS=suppressions=$ROOT/tests/hostile/lsan.supp:print_suppressions=0 \
       meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
-      --no-suite heap \
       --timeout-multiplier 3
     count_log build-asan/meson-logs/testlog.json
   else

@@ -320,7 +320,8 @@ static void run_workload(const struct run *rn)
 		print_message(" %" PRIu64 "x%" PRIu64, c->other_sizes[i][0], c->other_sizes[i][1]);
 	print_message("\n");
 	assert_int_equal(c->bad_pid, 0);
-	assert_int_equal(hs.ringbuf_drops, 0);
+	if (rn->rate > 1) /* a few hundred events: never enough to fill the ring */
+		assert_int_equal(hs.ringbuf_drops, 0);
 	assert_int_equal(hs.live_table_full, 0);
 
 	/* Call counters: every call after the signal; libc adds a few of its
@@ -360,7 +361,24 @@ static void run_workload(const struct run *rn)
 		want_bytes += 10001 + i;
 	assert_true(ps.alloc_bytes >= want_bytes && ps.alloc_bytes <= want_bytes + (1 << 20));
 
-	if (rn->rate <= 1) {
+	if (rn->rate <= 1 && hs.ringbuf_drops) {
+		/* Every allocation is an event, and a consumer slowed down (ASan,
+		 * a loaded machine) let the ring fill: each missing event must be
+		 * one of the drops counted. */
+		const uint64_t want[4] = { n_a, n_b, n_c, n_c },
+			       got[4] = { c->allocs_by_size[0], c->allocs_by_size[1],
+					  c->allocs_by_size[2], c->frees_by_size[2] };
+		uint64_t miss = 0;
+
+		for (int i = 0; i < 4; i++) {
+			assert_true(got[i] <= want[i]);
+			miss += want[i] - got[i];
+		}
+		print_message("  %" PRIu64 " events missing, %" PRIu64 " dropped\n", miss,
+			      hs.ringbuf_drops);
+		assert_true(miss <= hs.ringbuf_drops);
+		assert_int_equal(ps.sampled, c->allocs);
+	} else if (rn->rate <= 1) {
 		/* Every allocation is an event: exact. */
 		assert_int_equal(c->allocs_by_size[0], n_a);
 		assert_int_equal(c->allocs_by_size[1], n_b);
