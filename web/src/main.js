@@ -7,7 +7,7 @@
 // bookmarked; the bearer token (when the server wants one) comes from the
 // URL fragment (#token=...) or a prompt and is kept in sessionStorage only.
 import { Profile } from 'pprof-format';
-import flamegraph, { colorMapper } from 'd3-flame-graph';
+import flamegraph from 'd3-flame-graph';
 import { select } from 'd3-selection';
 import './style.css';
 
@@ -456,8 +456,29 @@ function renderFlame(tree, unit, diff) {
 		.label((d) => d.data.name + ': ' + scaled(d.value, unit) +
 		       (diff ? ' (' + (d.delta >= 0 ? '+' : '') + scaled(d.delta || 0, unit) + ')' : '') +
 		       ', ' + pct(d.value, tree.value));
-	if (diff)
-		chart.setColorMapper(colorMapper.differentialColorMapper);
+	if (diff) {
+		// Red for growth, blue for shrinkage, stronger the larger the change
+		// relative to the largest change in the graph.
+		let max = 0;
+		const walk = (n) => {
+			const cum = n.children.reduce((acc, c) => acc + walk(c), n.delta);
+			max = Math.max(max, Math.abs(cum));
+			return cum;
+		};
+		walk(tree);
+		chart.setColorMapper((d, orig) => {
+			if (d.highlight)
+				return orig;
+			const delta = d.delta || 0;
+			const k = max ? Math.min(1, Math.abs(delta) / max) : 0;
+			const fade = Math.round(225 * (1 - k));
+			if (delta > 0)
+				return 'rgb(240,' + fade + ',' + fade + ')';
+			if (delta < 0)
+				return 'rgb(' + fade + ',' + fade + ',240)';
+			return 'rgb(225,225,225)';
+		});
+	}
 	select(el).datum(tree).call(chart);
 	if (state.search)
 		chart.search(state.search);
@@ -513,7 +534,11 @@ function renderTopTable(top, unit) {
 function renderDiffTable(after, before, unit) {
 	const names = new Set([...after.rows.keys(), ...before.rows.keys()]);
 	const zero = { flat: 0, cum: 0 };
-	const rows = [...names].map((n) => {
+	const rows = [...names].filter((n) => {
+		const a = after.rows.get(n);
+		const b = before.rows.get(n);
+		return (a && (a.flat || a.cum)) || (b && (b.flat || b.cum));
+	}).map((n) => {
 		const a = after.rows.get(n) || zero;
 		const b = before.rows.get(n) || zero;
 		return { name: n, flat: a.flat - b.flat, cum: a.cum - b.cum, before: b, after: a };
