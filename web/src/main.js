@@ -506,7 +506,8 @@ function cell(tr, text, cls) {
 }
 
 function renderTopTable(top, unit) {
-	const rows = [...top.rows.values()];
+	// Functions with nothing in this sample type are left out, as go tool pprof does.
+	const rows = [...top.rows.values()].filter((r) => r.flat || r.cum);
 	const key = state.sort;
 	rows.sort((a, b) => b[key] - a[key] || b.cum - a.cum || (a.name < b.name ? -1 : 1));
 	$('top').tHead.replaceChildren(headerRow(['flat', 'flat%', 'sum%', 'cum', 'cum%', 'name']));
