@@ -29,6 +29,7 @@ function check(cond, msg) {
 		throw new Error(msg);
 }
 
+const t0 = Date.now();
 const profileDir = mkdtempSync(join(tmpdir(), 'podprof-chromium-'));
 // A fresh --user-data-dir (playwright passes it for a persistent context).
 const ctx = await chromium.launchPersistentContext(profileDir, {
@@ -41,6 +42,7 @@ const ctx = await chromium.launchPersistentContext(profileDir, {
 });
 ctx.on('request', (r) => result.requests.push(r.url()));
 const page = ctx.pages()[0] || await ctx.newPage();
+process.stderr.write('drive: chromium up in ' + ((Date.now() - t0) / 1000).toFixed(1) + ' s\n');
 const consoleErrors = [];
 page.on('console', (m) => {
 	if (m.type() === 'error')
@@ -238,6 +240,8 @@ try {
 	result.consoleErrors = consoleErrors;
 } finally {
 	writeFileSync(join(out, 'result.json'), JSON.stringify(result, null, 1));
+	const t1 = Date.now();
 	await ctx.close();
+	process.stderr.write('drive: chromium closed in ' + ((Date.now() - t1) / 1000).toFixed(1) + ' s\n');
 	rmSync(profileDir, { recursive: true, force: true });
 }
