@@ -436,7 +436,7 @@ function render() {
 	tot.textContent = text;
 	if (state.view !== 'top')
 		renderFlame(flameTree(samples, base), unit, !!base);
-	setStatus('ready', samples.length + ' samples' + (m.durationNanos ? ', ' + scaled(m.durationNanos, 'ns') + ' window' : ''));
+	setStatus('ready', samples.length + ' stacks' + (m.durationNanos ? ', ' + scaled(m.durationNanos, 'ns') + ' window' : ''));
 }
 
 function renderFlame(tree, unit, diff) {
