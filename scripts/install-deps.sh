@@ -12,6 +12,8 @@ PKGS=(
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev
   libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip
   curl libc6-dbg dwz g++
+  # the browser test of /debug/pprof/ui/ (tests/browser)
+  chromium fonts-dejavu-core
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -25,6 +27,16 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# web/'s node modules (pinned by web/package-lock.json): esbuild for
+# web/refresh.sh, playwright-core to drive chromium in tests/browser. The C
+# build does not need them (the built page is committed in web/dist).
+web_stamp=web/node_modules/.lock.sha256
+web_want=$(cat web/package.json web/package-lock.json | sha256sum | cut -d' ' -f1)
+if [[ ! -f $web_stamp || $(cat "$web_stamp") != "$web_want" ]]; then
+  echo "install-deps: npm ci in web/"
+  (cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$web_want" >"$web_stamp"
 fi
 if [[ "${1:-}" != "--no-k8s" && -x tests/k8s/setup-tools.sh ]]; then
   tests/k8s/setup-tools.sh

@@ -30,6 +30,7 @@
 #include <microhttpd.h>
 
 #include "http.h"
+#include "ui.h"
 #include "util/log.h"
 
 #define DEFAULT_MAX_CONNECTIONS 64
@@ -54,6 +55,7 @@ enum route {
 	R_UNKNOWN_PROFILE,
 	R_HEALTHZ,
 	R_METRICS,
+	R_UI,
 	R_OTHER,
 	R__COUNT
 };
@@ -96,6 +98,7 @@ struct call {
 	struct MHD_Connection *c;
 	enum route route;
 	const char *query; /* raw, never NULL */
+	const char *url; /* path, never NULL */
 };
 
 static const char *route_label(enum route r)
@@ -116,6 +119,7 @@ static const char *route_label(enum route r)
 		[R_UNKNOWN_PROFILE] = "/debug/pprof/unknown",
 		[R_HEALTHZ] = "/healthz",
 		[R_METRICS] = "/metrics",
+		[R_UI] = "/debug/pprof/ui/",
 		[R_OTHER] = "other",
 	};
 	_Static_assert(PP_PROFILE__COUNT == 7, "route labels cover every profile kind");
@@ -142,6 +146,8 @@ static enum route route_of(const char *url)
 	name = url + sizeof(prefix) - 1;
 	if (!*name)
 		return R_INDEX;
+	if (strcmp(name, "ui") == 0 || strncmp(name, "ui/", 3) == 0)
+		return R_UI;
 	if (strcmp(name, "cmdline") == 0)
 		return R_CMDLINE;
 	if (strcmp(name, "symbol") == 0)
@@ -511,10 +517,16 @@ static enum MHD_Result serve_index(struct call *x)
 		r |= pp_buf_puts(&b, "<tr><td>");
 		if (n >= 0)
 			r |= pp_buf_printf(&b, "%ld", n);
-		r |= pp_buf_printf(&b, "</td><td><a href='%s?debug=1'>%s</a></td></tr>\n", e->name,
+		r |= pp_buf_printf(&b, "</td><td><a href='%s?debug=1'>%s</a></td>", e->name,
 				   e->name);
+		if (e->kind >= 0)
+			r |= pp_buf_printf(&b, "<td><a href='ui/?profile=%s'>flame graph</a></td>",
+					   e->name);
+		r |= pp_buf_puts(&b, "</tr>\n");
 	}
 	r |= pp_buf_puts(&b, "</table>\n<a href=\"goroutine?debug=2\">full thread stack dump</a>\n"
+			     "<br>\n<a href=\"ui/\">flame graphs, top tables and diffs in the "
+			     "browser</a>\n"
 			     "<br>\n<p>\nProfile Descriptions:\n<ul>\n");
 	for (size_t i = 0; i < ARRAY_SIZE(index_entries); i++)
 		r |= pp_buf_printf(&b, "<li><div class=profile-name>%s: </div> %s</li>\n",
@@ -689,6 +701,60 @@ static enum MHD_Result serve_redirect(struct call *x)
 	return ret;
 }
 
+/* /debug/pprof/ui/<asset>: the embedded page, gzip as stored when the client takes it. */
+static enum MHD_Result serve_ui(struct call *x)
+{
+	static const char csp[] = "default-src 'none'; script-src 'self'; connect-src 'self'; "
+				  "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+				  "base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+	const char *hdrs[] = { "Content-Security-Policy",
+			       csp,
+			       "Cache-Control",
+			       "no-cache",
+			       "Vary",
+			       "Accept-Encoding",
+			       "Content-Encoding",
+			       "gzip",
+			       NULL };
+	const char *name = x->url + sizeof("/debug/pprof/ui") - 1;
+	const struct pp_ui_asset *a;
+	char *data;
+	int r;
+
+	if (!*name) {
+		/* The page's relative links need the slash: redirect, keeping the query. */
+		struct pp_buf loc = { .max = 1 << 20 };
+		const char *lh[] = { "Location", NULL, NULL };
+		enum MHD_Result ret;
+
+		if (pp_buf_puts(&loc, "/debug/pprof/ui/") < 0 ||
+		    (x->query[0] && pp_buf_printf(&loc, "?%s", x->query) < 0)) {
+			pp_buf_free(&loc);
+			return send_errno(x, -ENOMEM);
+		}
+		lh[1] = loc.data;
+		ret = send_owned(x, 301, NULL, NULL, 0, lh);
+		pp_buf_free(&loc);
+		return ret;
+	}
+	a = pp_ui__find(name + 1);
+	if (!a)
+		return send_text(x, 404, "text/plain; charset=utf-8", "404 page not found\n");
+	if (pp_ui__accepts_gzip(MHD_lookup_connection_value(x->c, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_ACCEPT_ENCODING))) {
+		data = malloc(a->gz_len);
+		if (!data)
+			return send_errno(x, -ENOMEM);
+		memcpy(data, a->gz, a->gz_len);
+		return send_owned(x, 200, a->ctype, data, a->gz_len, hdrs);
+	}
+	r = pp_ui__inflate(a, &data);
+	if (r)
+		return send_errno(x, r);
+	hdrs[6] = NULL; /* no Content-Encoding */
+	return send_owned(x, 200, a->ctype, data, a->len, hdrs);
+}
+
 /* "Authorization: Bearer <token>", scheme case-insensitive, constant-time on the token. */
 static bool authorized(struct pp_http_server *s, struct MHD_Connection *c)
 {
@@ -731,6 +797,8 @@ static enum MHD_Result dispatch(struct call *x, struct req *rq, const char *meth
 		return serve_healthz(x);
 	case R_METRICS:
 		return serve_metrics(x);
+	case R_UI:
+		return serve_ui(x);
 	case R_OTHER:
 		return send_text(x, 404, "text/plain; charset=utf-8", "404 page not found\n");
 	default:
@@ -746,7 +814,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
 	struct pp_http_server *s = cls;
 	struct req *rq = *con_cls;
-	struct call x = { .s = s, .c = c, .route = route_of(url), .query = "" };
+	struct call x = {
+		.s = s, .c = c, .route = route_of(url), .query = "", .url = url ? url : ""
+	};
 
 	if (!rq) {
 		/* The URI log callback could not allocate: no raw query then. */
@@ -769,8 +839,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		rq->in_flight = true;
 		atomic_fetch_add(&s->in_flight, 1);
 		rq->body.max = s->max_request_bytes;
-		/* Headers are complete: refuse before reading any body. */
-		if (s->token && x.route != R_HEALTHZ && !authorized(s, c)) {
+		/*
+		 * Headers are complete: refuse before reading any body. The UI's
+		 * static files hold no data (its requests for profiles send the token).
+		 */
+		if (s->token && x.route != R_HEALTHZ && x.route != R_UI && !authorized(s, c)) {
 			static const char *const www[] = { "WWW-Authenticate", "Bearer", NULL };
 			return send_error_hdrs(&x, 401, "Unauthorized", www);
 		}
