@@ -265,8 +265,10 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 	t->seen = true;
 	memcpy(t->comm, info->comm, sizeof(t->comm));
 	t->exe = info->exe ? strdup(info->exe) : NULL;
-	pp_info("target: pid %d (%s) %s [%s]", t->pid, t->comm, t->exe ? t->exe : "?",
-		a->cfg->n_targets ? a->cfg->targets[group].name : "all");
+	pp_info("target: pid %d (%s) %s [%s]%s%s%s%.12s", t->pid, t->comm, t->exe ? t->exe : "?",
+		a->cfg->n_targets ? a->cfg->targets[group].name : "all",
+		info->container[0] ? " container=" : "", info->container,
+		info->container_id[0] ? " container_id=" : "", info->container_id);
 	return t;
 }
 
