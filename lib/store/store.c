@@ -999,6 +999,14 @@ static uint64_t render_loc(struct render_ctx *rc, uint32_t li)
 						   .start_line = l->frames[i].start_line };
 	}
 	uint64_t mid = render_mapping(rc, l->proc, l->mapping);
+	/*
+	 * No symbol covers the address: the frame's name is the invented
+	 * "file+0xoffset". A location with lines is final for Parca, Pyroscope
+	 * and go tool pprof, so send it address-only under its mapping (file,
+	 * build id) and let them symbolize it; the text renderings keep the name.
+	 */
+	if (!l->has_function && mid && l->mapping >= 0)
+		n = 0;
 	/* has_inline_frames means "inline frames were looked up" (DWARF present). */
 	struct pp_pprof_loc_info info = { .has_function = l->has_function,
 					  .has_file = l->has_file,
