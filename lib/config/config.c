@@ -814,15 +814,17 @@ static int apply_value(void *base, const struct key_def *k, const struct val *v,
 		if (!v->s && strcmp(v->what, "nothing") == 0)
 			return set_string((char **)field, NULL);
 		if (!s || !*s)
-			return msgf(msg, msglen, "expected a container name like \"app\", got %s", g);
-		if (strlen(s) > 253)
-			return msgf(msg, msglen, "%s is too long (container names have 63 characters)",
+			return msgf(msg, msglen, "expected a container name like \"app\", got %s",
 				    g);
+		if (strlen(s) > 253)
+			return msgf(msg, msglen,
+				    "%s is too long (container names have 63 characters)", g);
 		for (const char *p = s; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
 			      is_glob_char(*p)))
 				return msgf(msg, msglen,
-					    "%s can never match: container names have only a-z, 0-9 "
+					    "%s can never match: container names have only a-z, "
+					    "0-9 "
 					    "and '-' (wildcards allowed)",
 					    g);
 		return set_string((char **)field, s);
@@ -1727,8 +1729,8 @@ int pp_config__add_pid_target(struct pp_config *c, pid_t pid)
 		return -EINVAL;
 	for (size_t i = 0; i < c->n_targets; i++) {
 		const struct pp_selector *s = &c->targets[i];
-		if (s->pid == pid && !s->comm && !s->exe && !s->cmdline && !s->listen && !s->container &&
-		    !s->container_id)
+		if (s->pid == pid && !s->comm && !s->exe && !s->cmdline && !s->listen &&
+		    !s->container && !s->container_id)
 			return 0;
 	}
 	if (c->n_targets >= CFG_MAX_TARGETS)

@@ -1143,8 +1143,8 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 			labels[nl++] = (struct pp_pprof_label){ .key = "container_id",
 								.str = p->container_id };
 		if (p->container[0])
-			labels[nl++] = (struct pp_pprof_label){ .key = "container",
-								.str = p->container };
+			labels[nl++] =
+				(struct pp_pprof_label){ .key = "container", .str = p->container };
 		if (s->tid > 0 && (size_t)s->tid <= p->n_names)
 			labels[nl++] = (struct pp_pprof_label){ .key = "thread_name",
 								.str = p->names[s->tid - 1] };

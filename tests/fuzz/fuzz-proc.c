@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r == 0) {
 		fuzz_check(strlen(id) == 64);
 		for (size_t i = 0; i < 64; i++)
-			fuzz_check((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'));
+			fuzz_check((id[i] >= '0' && id[i] <= '9') ||
+				   (id[i] >= 'a' && id[i] <= 'f'));
 	}
 	memset(name, 0x5a, sizeof(name));
 	r = pp_proc__parse_container_name((const char *)data, size, name, sizeof(name));

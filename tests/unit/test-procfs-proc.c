@@ -547,7 +547,8 @@ static void test_cgroup_id(void **state)
 		const char *want; /* NULL = -ENOENT */
 	} cases[] = {
 		/* containerd, systemd driver, cgroup v2 */
-		{ "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c_3d4e.slice/"
+		{ "0::/kubepods.slice/kubepods-burstable.slice/"
+		  "kubepods-burstable-pod1b2c_3d4e.slice/"
 		  "cri-containerd-" CID ".scope\n",
 		  CID },
 		/* CRI-O, systemd driver */
@@ -568,7 +569,8 @@ static void test_cgroup_id(void **state)
 		/* not containers */
 		{ "0::/user.slice/user-0.slice/session-1.scope\n", NULL },
 		{ "0::/" CID "0\n", NULL },
-		{ "0::/cri-containerd-" "3F1C9E0B7A2D4C5E6F708192A3B4C5D6E7F8091A2B3C4D5E6F708192A3B4C5D6"
+		{ "0::/cri-containerd-"
+		  "3F1C9E0B7A2D4C5E6F708192A3B4C5D6E7F8091A2B3C4D5E6F708192A3B4C5D6"
 		  ".scope\n",
 		  NULL },
 		{ "garbage without colons " CID "\n", NULL },
