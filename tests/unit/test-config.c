@@ -243,8 +243,8 @@ static const struct {
 } good_docs[] = {
 	{ "", "listen: \"127.0.0.1:6060\"\n" },
 	{ "targets:\n  - container: \"istio-*\"\n", "    container: \"istio-*\"\n" },
-	{ "targets:\n  - container_id: \"containerd://3f1c9e0b\"\n",
-	  "    container_id: \"3f1c9e0b\"\n" },
+	{ "targets:\n  - container_id: \"containerd://3f1c9e0b\"\n", "    container_id: "
+								     "\"3f1c9e0b\"\n" },
 	{ "offcpu:\n  always_on: true\n  linger_seconds: 60\n", "  linger_seconds: 60\n" },
 	{ "", "  linger_seconds: 300\n" },
 	{ "---\n", "  frequency_hz: 99\n" },
@@ -492,12 +492,12 @@ static const struct {
 					 "interface or \"127.0.0.1:6061\" for local only" },
 	/* selectors */
 	{ "targets:\n  - container: App_1\n", "x.yaml:2: targets[0].container: \"App_1\" can never "
-						"match: container names have only a-z, 0-9 "
-						"and '-' (wildcards allowed)" },
+					      "match: container names have only a-z, 0-9 "
+					      "and '-' (wildcards allowed)" },
 	{ "targets:\n  - container_id: abc\n", "x.yaml:2: targets[0].container_id: \"abc\": give "
-						 "4..64 hex digits of the id" },
+					       "4..64 hex digits of the id" },
 	{ "targets:\n  - container_id: ABCDEF\n", "x.yaml:2: targets[0].container_id: \"ABCDEF\" "
-						    "is not a container id (lowercase hex digits)" },
+						  "is not a container id (lowercase hex digits)" },
 	{ "targets:\n  - cmdline: \"--port [0-9+\"\n", "x.yaml:2: targets[0].cmdline: \"--port "
 						       "[0-9+\" is not a valid extended regular "
 						       "expression: Unmatched [, [^, [:, [., or "
