@@ -93,6 +93,11 @@ struct pp_agent {
 
 	pthread_mutex_t win_lock; /* cpu_windows; never taken by collector callbacks */
 	int cpu_windows;
+	/* Off-CPU tracing runs while a block/mutex/threadcreate window is open,
+	 * until offcpu.linger_seconds after the last request, or always_on;
+	 * the offcpu thread (de)attaches (offcpu_update). */
+	atomic_int offcpu_windows;
+	atomic_uint_fast64_t offcpu_until_ns;
 	/*
 	 * Collector calls (add/remove/attach/detach) take the collector's own
 	 * lock, which is held while it calls back into the agent (and the
@@ -265,8 +270,10 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 	t->seen = true;
 	memcpy(t->comm, info->comm, sizeof(t->comm));
 	t->exe = info->exe ? strdup(info->exe) : NULL;
-	pp_info("target: pid %d (%s) %s [%s]", t->pid, t->comm, t->exe ? t->exe : "?",
-		a->cfg->n_targets ? a->cfg->targets[group].name : "all");
+	pp_info("target: pid %d (%s) %s [%s]%s%s%s%.12s", t->pid, t->comm, t->exe ? t->exe : "?",
+		a->cfg->n_targets ? a->cfg->targets[group].name : "all",
+		info->container[0] ? " container=" : "", info->container,
+		info->container_id[0] ? " container_id=" : "", info->container_id);
 	return t;
 }
 
@@ -811,8 +818,42 @@ static int poll_heap(struct pp_agent *a, int ms)
 	return pp_heap_tracer__poll(a->heap, ms);
 }
 
+static bool offcpu_kind(enum pp_profile_kind kind)
+{
+	return kind == PP_PROFILE_BLOCK || kind == PP_PROFILE_MUTEX ||
+	       kind == PP_PROFILE_THREADCREATE;
+}
+
+static void offcpu_update(struct pp_agent *a);
+
+/* A request for off-CPU data: keep (or start, at once) tracing. */
+static void offcpu_demand(struct pp_agent *a, int dwindows)
+{
+	if (!a->offcpu)
+		return;
+	atomic_fetch_add(&a->offcpu_windows, dwindows);
+	atomic_store(&a->offcpu_until_ns,
+		     pp_now_mono_ns() + (uint64_t)a->cfg->offcpu.linger_seconds * 1000000000ull);
+	if (dwindows >= 0)
+		offcpu_update(a);
+}
+
+static void offcpu_update(struct pp_agent *a)
+{
+	bool on = a->cfg->offcpu.always_on || atomic_load(&a->offcpu_windows) > 0 ||
+		  pp_now_mono_ns() < atomic_load(&a->offcpu_until_ns);
+	if (on == pp_offcpu__enabled(a->offcpu))
+		return;
+	int r = pp_offcpu__enable(a->offcpu, on);
+	if (r < 0)
+		pp_dbg("offcpu: %s: %s", on ? "attach" : "detach", strerror(-r));
+	else
+		pp_dbg("offcpu: tracing %s", on ? "on" : "off");
+}
+
 static int poll_offcpu(struct pp_agent *a, int ms)
 {
+	offcpu_update(a);
 	return pp_offcpu__poll(a->offcpu, ms);
 }
 
@@ -1052,7 +1093,10 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 		if (pp_cpu_sampler__flush(a->cpu, 5000) < 0)
 			pp_warn("cpu: samples taken before a window still queued after 5 s");
 		pp_cpu_sampler__stats(a->cpu, &cb->stats);
-	} else if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
+	} else if (offcpu_kind(kind)) {
+		offcpu_demand(a, 1);
+	}
+	if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
 		pthread_mutex_lock(&a->snapshot_lock);
 		if (kind == PP_PROFILE_GOROUTINE)
 			snapshot_threads(a, sc->group, NULL);
@@ -1069,6 +1113,8 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 			cpu_update_enable(a);
 			pthread_mutex_unlock(&a->win_lock);
 			free(cb);
+		} else if (offcpu_kind(kind)) {
+			offcpu_demand(a, -1);
 		}
 		return -ENOMEM;
 	}
@@ -1092,6 +1138,8 @@ static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
 	} else {
 		pp_store_snapshot__free(base);
 	}
+	if (offcpu_kind(kind))
+		offcpu_demand(a, -1);
 	if (kind == PP_PROFILE_CPU && a->cpu) {
 		pthread_mutex_lock(&a->win_lock);
 		if (a->cpu_windows > 0)
@@ -1193,6 +1241,8 @@ static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debu
 	size_t nc = 0;
 	int r;
 
+	if (!base && offcpu_kind(kind))
+		offcpu_demand(a, 0);
 	if (kind == PP_PROFILE_GOROUTINE && debug >= 2) {
 		pthread_mutex_lock(&a->snapshot_lock);
 		r = snapshot_threads(a, sc->group, out);
@@ -1311,6 +1361,8 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", a->n_targets);
 	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
 		      a->cpu_windows);
+	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
+		      pp_offcpu__enabled(a->offcpu) ? 1 : 0);
 	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
 	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
 		struct pp_proc_status ps = { 0 };

@@ -54,6 +54,8 @@ enum ktype {
 	K_COMM, /* fnmatch pattern on comm */
 	K_EXE, /* fnmatch pattern on the exe path */
 	K_REGEX, /* POSIX ERE */
+	K_CONTAINER, /* fnmatch pattern on a container name */
+	K_CONTAINER_ID, /* hex prefix of a container id */
 };
 
 struct enum_val {
@@ -147,6 +149,8 @@ static const struct key_def config_keys[] = {
 	E("heap.over_budget", heap.over_budget, policy_vals),
 	B("offcpu.enabled", offcpu.enabled),
 	U("offcpu.min_block_us", offcpu.min_block_us, 0, 60000000),
+	B("offcpu.always_on", offcpu.always_on),
+	U("offcpu.linger_seconds", offcpu.linger_seconds, 0, 86400),
 	B("threads.enabled", threads.enabled),
 	U("threads.max_pause_ms", threads.max_pause_ms, 1, 10000),
 	U("http.max_connections", http.max_connections, 1, 10000),
@@ -180,6 +184,8 @@ static const struct key_def target_keys[] = {
 	{ .key = "comm", .type = K_COMM, .off = OFF(comm) },
 	{ .key = "exe", .type = K_EXE, .off = OFF(exe) },
 	{ .key = "cmdline", .type = K_REGEX, .off = OFF(cmdline) },
+	{ .key = "container", .type = K_CONTAINER, .off = OFF(container) },
+	{ .key = "container_id", .type = K_CONTAINER_ID, .off = OFF(container_id) },
 	{ .key = "listen", .type = K_TLISTEN, .off = OFF(listen) },
 };
 
@@ -804,6 +810,45 @@ static int apply_value(void *base, const struct key_def *k, const struct val *v,
 				    "or \"/usr/bin/%.64s\")",
 				    g, s, s);
 		return set_string((char **)field, s);
+	case K_CONTAINER:
+		if (!v->s && strcmp(v->what, "nothing") == 0)
+			return set_string((char **)field, NULL);
+		if (!s || !*s)
+			return msgf(msg, msglen, "expected a container name like \"app\", got %s",
+				    g);
+		if (strlen(s) > 253)
+			return msgf(msg, msglen,
+				    "%s is too long (container names have 63 characters)", g);
+		for (const char *p = s; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+			      is_glob_char(*p)))
+				return msgf(msg, msglen,
+					    "%s can never match: container names have only a-z, "
+					    "0-9 "
+					    "and '-' (wildcards allowed)",
+					    g);
+		return set_string((char **)field, s);
+	case K_CONTAINER_ID: {
+		size_t n;
+		if (!v->s && strcmp(v->what, "nothing") == 0)
+			return set_string((char **)field, NULL);
+		if (!s)
+			return msgf(msg, msglen, "expected a container id, got %s", g);
+		if (strncmp(s, "containerd://", 13) == 0)
+			s += 13;
+		else if (strncmp(s, "cri-o://", 8) == 0)
+			s += 8;
+		else if (strncmp(s, "docker://", 9) == 0)
+			s += 9;
+		n = strlen(s);
+		if (n < 4 || n > 64)
+			return msgf(msg, msglen, "%s: give 4..64 hex digits of the id", g);
+		for (const char *p = s; *p; p++)
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+				return msgf(msg, msglen,
+					    "%s is not a container id (lowercase hex digits)", g);
+		return set_string((char **)field, s);
+	}
 	case K_REGEX: {
 		regex_t re;
 		int r;
@@ -1221,6 +1266,8 @@ static void free_selector(struct pp_selector *s)
 	free(s->comm);
 	free(s->exe);
 	free(s->cmdline);
+	free(s->container);
+	free(s->container_id);
 	free(s->listen);
 	memset(s, 0, sizeof(*s));
 }
@@ -1407,6 +1454,8 @@ struct pp_config *pp_config__new_default(void)
 	c->heap.over_budget = PP_HEAP_POLICY_WARN;
 	c->offcpu.enabled = true;
 	c->offcpu.min_block_us = 0;
+	c->offcpu.always_on = false;
+	c->offcpu.linger_seconds = 300;
 	c->threads.enabled = true;
 	c->threads.max_pause_ms = 50;
 	c->http.max_connections = 64;
@@ -1680,7 +1729,8 @@ int pp_config__add_pid_target(struct pp_config *c, pid_t pid)
 		return -EINVAL;
 	for (size_t i = 0; i < c->n_targets; i++) {
 		const struct pp_selector *s = &c->targets[i];
-		if (s->pid == pid && !s->comm && !s->exe && !s->cmdline && !s->listen)
+		if (s->pid == pid && !s->comm && !s->exe && !s->cmdline && !s->listen &&
+		    !s->container && !s->container_id)
 			return 0;
 	}
 	if (c->n_targets >= CFG_MAX_TARGETS)

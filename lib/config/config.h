@@ -27,7 +27,7 @@ enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE };
 
 /*
  * One entry of `targets:`. A process matches when every selector that is
- * set matches (pid, comm, exe, cmdline); an entry with none set matches
+ * set matches (pid, comm, exe, cmdline, container, container_id); an entry with none set matches
  * every process. A process belongs to the first entry it matches.
  */
 struct pp_selector {
@@ -36,6 +36,8 @@ struct pp_selector {
 	char *comm; /* fnmatch(3) pattern on /proc/PID/comm */
 	char *exe; /* fnmatch(3) pattern on the executable path as the target sees it */
 	char *cmdline; /* POSIX extended regex, searched in argv joined by spaces */
+	char *container; /* fnmatch(3) pattern on the Kubernetes container name */
+	char *container_id; /* prefix (4..64 lowercase hex digits) of the container id */
 	char *listen; /* own listen address for this entry's processes; NULL = main server */
 	int line; /* line in the config file (0 for flags/defaults) */
 };
@@ -74,6 +76,8 @@ struct pp_config {
 	struct {
 		bool enabled; /* block/mutex profiles from the scheduler, default true */
 		unsigned min_block_us; /* ignore shorter off-CPU spells, default 0 */
+		bool always_on; /* trace even when nobody asks, default false */
+		unsigned linger_seconds; /* keep tracing this long after the last request, default 300 */
 	} offcpu;
 
 	struct {

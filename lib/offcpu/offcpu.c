@@ -41,8 +41,11 @@ struct pp_offcpu {
 	pp_offcpu_event_fn fn;
 	void *ctx;
 	int ncpus;
-	pthread_mutex_t lock; /* serializes remove_process sweeps */
+	pthread_mutex_t lock; /* serializes remove_process sweeps and enable */
 	atomic_uint_fast64_t events;
+	/* sys_enter, sys_exit, sched_switch: attached only while enabled */
+	struct bpf_link *links[3];
+	bool enabled;
 };
 
 static void deliver(struct pp_offcpu *o, struct pp_offcpu_event *ev)
@@ -158,6 +161,10 @@ struct pp_offcpu *pp_offcpu__new(const struct pp_offcpu_opts *opts, pp_offcpu_ev
 		r = bpf_map__set_max_entries(o->skel->maps.rb, o->opts.ringbuf_bytes);
 	if (r)
 		goto fail;
+	/* The per-syscall and per-switch programs wait for pp_offcpu__enable. */
+	bpf_program__set_autoattach(o->skel->progs.offcpu_sys_enter, false);
+	bpf_program__set_autoattach(o->skel->progs.offcpu_sys_exit, false);
+	bpf_program__set_autoattach(o->skel->progs.offcpu_sched_switch, false);
 	r = offcpu_bpf__load(o->skel);
 	if (r) {
 		pp_dbg("offcpu: load BPF programs: %s", strerror(-r));
@@ -197,7 +204,7 @@ int pp_offcpu__add_process(struct pp_offcpu *o, pid_t pid)
 	return 0;
 }
 
-/* Forget the in-flight syscalls of the threads of tgid. */
+/* Forget the in-flight syscalls of the threads of tgid (every thread: 0). */
 static void sweep_threads(struct pp_offcpu *o, uint32_t tgid)
 {
 	int fd = bpf_map__fd(o->skel->maps.threads);
@@ -213,7 +220,7 @@ static void sweep_threads(struct pp_offcpu *o, uint32_t tgid)
 
 		first = false;
 		key = next;
-		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && t.tgid == tgid)
+		if (bpf_map_lookup_elem(fd, &key, &t) == 0 && (!tgid || t.tgid == tgid))
 			keys[n++] = key;
 	}
 	for (i = 0; i < n; i++)
@@ -234,6 +241,54 @@ int pp_offcpu__remove_process(struct pp_offcpu *o, pid_t pid)
 	sweep_threads(o, key);
 	pthread_mutex_unlock(&o->lock);
 	return r;
+}
+
+static void detach_all(struct pp_offcpu *o)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(o->links); i++) {
+		bpf_link__destroy(o->links[i]);
+		o->links[i] = NULL;
+	}
+}
+
+int pp_offcpu__enable(struct pp_offcpu *o, bool on)
+{
+	int r = 0;
+
+	if (!o)
+		return -EINVAL;
+	pthread_mutex_lock(&o->lock);
+	if (on == o->enabled)
+		goto out;
+	if (on) {
+		/* sys_exit and sched_switch first: a thread entered after them is complete. */
+		struct bpf_program *progs[3] = { o->skel->progs.offcpu_sys_exit,
+						 o->skel->progs.offcpu_sched_switch,
+						 o->skel->progs.offcpu_sys_enter };
+		for (size_t i = 0; i < ARRAY_SIZE(progs); i++) {
+			o->links[i] = bpf_program__attach(progs[i]);
+			if (!o->links[i]) {
+				r = -errno;
+				pp_dbg("offcpu: attach %s: %s", bpf_program__name(progs[i]),
+				       strerror(errno));
+				detach_all(o);
+				goto out;
+			}
+		}
+	} else {
+		detach_all(o);
+		/* Syscalls entered while attached never see their exit. */
+		sweep_threads(o, 0);
+	}
+	o->enabled = on;
+out:
+	pthread_mutex_unlock(&o->lock);
+	return r;
+}
+
+bool pp_offcpu__enabled(struct pp_offcpu *o)
+{
+	return o && o->enabled;
 }
 
 int pp_offcpu__poll(struct pp_offcpu *o, int timeout_ms)
@@ -287,6 +342,7 @@ void pp_offcpu__free(struct pp_offcpu *o)
 	if (!o)
 		return;
 	ring_buffer__free(o->rb);
+	detach_all(o);
 	offcpu_bpf__destroy(o->skel);
 	pthread_mutex_destroy(&o->lock);
 	free(o);

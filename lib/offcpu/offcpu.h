@@ -86,12 +86,22 @@ struct pp_offcpu_opts {
 };
 
 /*
- * Loads and attaches the BPF programs (needs CAP_BPF + CAP_PERFMON or root).
+ * Loads the BPF programs, disabled (needs CAP_BPF + CAP_PERFMON or root).
  * opts may be NULL (defaults: 16 KiB stack, no minimum, no sampling).
  * fn is called from pp_offcpu__poll. Returns NULL with errno on failure.
  */
 struct pp_offcpu *pp_offcpu__new(const struct pp_offcpu_opts *opts, pp_offcpu_event_fn fn,
 				 void *ctx);
+/*
+ * The sys_enter, sys_exit and sched_switch programs run for every syscall
+ * and context switch of every process on the node, so they are attached
+ * only between pp_offcpu__enable(o, true) and (o, false); a new tracer is
+ * disabled (only the cheap sched_process_exit program is attached).
+ * Disabling forgets in-flight syscalls. 0 or -errno (attach failed: still
+ * disabled).
+ */
+int pp_offcpu__enable(struct pp_offcpu *o, bool on);
+bool pp_offcpu__enabled(struct pp_offcpu *o);
 /* Start/stop tracing a process (pid in podprof's namespace). add: 0, or
  * -ESRCH (no such process), -ENOSPC (1024 processes traced), -errno.
  * add of a traced pid is 0. remove: 0 or -ENOENT; it also forgets the

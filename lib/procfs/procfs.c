@@ -171,6 +171,28 @@ static char *read_exe(pid_t pid)
 	return strdup(target);
 }
 
+#define CGROUP_MAX_BYTES 65536
+#define MOUNTINFO_MAX_BYTES (256u << 10)
+
+static void read_container(pid_t pid, struct pp_proc_info *info)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[64];
+	size_t len;
+
+	info->container_id[0] = info->container[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (read_capped(path, CGROUP_MAX_BYTES, &text, &len) == 0 &&
+	    pp_proc__parse_cgroup_id(text, len, info->container_id, sizeof(info->container_id)) < 0)
+		info->container_id[0] = '\0';
+	free(text);
+	text = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+	if (read_capped(path, MOUNTINFO_MAX_BYTES, &text, &len) == 0 &&
+	    pp_proc__parse_container_name(text, len, info->container, sizeof(info->container)) < 0)
+		info->container[0] = '\0';
+}
+
 int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
 {
 	_cleanup_free_ char *stat = NULL;
@@ -190,6 +212,7 @@ int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
 		return r;
 
 	info.exe = read_exe(pid);
+	read_container(pid, &info);
 
 	char *cmd = NULL;
 	size_t cl = 0;

@@ -124,6 +124,8 @@ struct pp_proc_info {
 	char *cmdline; /* argv joined by NUL (no trailing NUL); may be NULL for kernel threads */
 	size_t cmdline_len;
 	bool kernel_thread;
+	char container_id[65]; /* "" when not in a container (see pp_proc__parse_cgroup_id) */
+	char container[64]; /* Kubernetes container name, "" when unknown */
 };
 
 #define PP_CMDLINE_MAX 65536 /* cmdline bytes read; longer ones are cut */
@@ -136,7 +138,23 @@ struct pp_proc_info {
  */
 int pp_proc__parse_stat(const char *buf, size_t len, struct pp_proc_info *ret);
 /*
- * stat + exe (NULL when unreadable) + cmdline (NULL when empty; cut at
+ * Container identity (container.c). From /proc/PID/cgroup text: the
+ * 64-hex-digit id of the innermost container in the containerd, CRI-O,
+ * Docker and podman formats (systemd and cgroupfs drivers), the unified
+ * hierarchy first. ret must hold 65 bytes. -ENOENT when none.
+ */
+int pp_proc__parse_cgroup_id(const char *buf, size_t len, char *ret, size_t n);
+/*
+ * From /proc/PID/mountinfo text: the Kubernetes container name, the
+ * directory of the kubelet's termination-log file bind-mounted on
+ * /dev/termination-log (".../pods/<uid>/containers/<name>/<file>").
+ * -ENOENT when absent (not a pod, or a custom terminationMessagePath),
+ * -ENAMETOOLONG when it does not fit in n.
+ */
+int pp_proc__parse_container_name(const char *buf, size_t len, char *ret, size_t n);
+
+/*
+ * stat + container_id and container (empty when unknown) + exe (NULL when unreadable) + cmdline (NULL when empty; cut at
  * PP_CMDLINE_MAX; trailing NULs removed). Free with pp_proc_info__free.
  */
 int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret);

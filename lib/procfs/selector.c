@@ -11,6 +11,9 @@
  *   No exe (kernel thread, permission denied, zombie) never matches.
  * - cmdline: POSIX extended regex (REG_EXTENDED | REG_NOSUB), searched
  *   (not anchored) in argv joined by single spaces.
+ * - container: fnmatch(3) on the Kubernetes container name (container.c);
+ *   unknown names never match.
+ * - container_id: prefix of the 64-hex-digit id from /proc/PID/cgroup.
  * Every field that is set must match; kernel threads never match.
  *
  * Compiled regexes are cached process-wide (a small table under a mutex;
@@ -124,6 +127,11 @@ int pp_selector__match(const struct pp_selector *s, const struct pp_proc_info *i
 	if (s->comm && fnmatch(s->comm, info->comm, 0) != 0)
 		return 0;
 	if (s->exe && !match_exe(s->exe, info->exe))
+		return 0;
+	if (s->container && (!info->container[0] || fnmatch(s->container, info->container, 0) != 0))
+		return 0;
+	if (s->container_id &&
+	    strncmp(info->container_id, s->container_id, strlen(s->container_id)) != 0)
 		return 0;
 	if (s->cmdline)
 		return match_cmdline(s->cmdline, info);

@@ -35,6 +35,7 @@ struct st_proc {
 	pid_t pid;
 	uint64_t start_time;
 	char comm[16];
+	char container_id[65], container[64]; /* "" = unknown */
 	char *exe;
 	char *cmdline;
 	size_t cmdline_len;
@@ -339,6 +340,8 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 	}
 	memcpy(p->comm, info->comm, sizeof(p->comm));
 	p->comm[sizeof(p->comm) - 1] = '\0';
+	snprintf(p->container_id, sizeof(p->container_id), "%s", info->container_id);
+	snprintf(p->container, sizeof(p->container), "%s", info->container);
 	if (info->exe && (!p->exe || strcmp(p->exe, info->exe))) {
 		free(p->exe);
 		p->exe = strdup(info->exe);
@@ -996,6 +999,14 @@ static uint64_t render_loc(struct render_ctx *rc, uint32_t li)
 						   .start_line = l->frames[i].start_line };
 	}
 	uint64_t mid = render_mapping(rc, l->proc, l->mapping);
+	/*
+	 * No symbol covers the address: the frame's name is the invented
+	 * "file+0xoffset". A location with lines is final for Parca, Pyroscope
+	 * and go tool pprof, so send it address-only under its mapping (file,
+	 * build id) and let them symbolize it; the text renderings keep the name.
+	 */
+	if (!l->has_function && mid && l->mapping >= 0)
+		n = 0;
 	/* has_inline_frames means "inline frames were looked up" (DWARF present). */
 	struct pp_pprof_loc_info info = { .has_function = l->has_function,
 					  .has_file = l->has_file,
@@ -1124,10 +1135,16 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 				ids[n++] = id;
 		}
 		const struct st_proc *p = &st->procs[s->proc];
-		struct pp_pprof_label labels[5];
+		struct pp_pprof_label labels[7];
 		size_t nl = 0;
 		labels[nl++] = (struct pp_pprof_label){ .key = "pid", .num = p->pid };
 		labels[nl++] = (struct pp_pprof_label){ .key = "comm", .str = p->comm };
+		if (p->container_id[0])
+			labels[nl++] = (struct pp_pprof_label){ .key = "container_id",
+								.str = p->container_id };
+		if (p->container[0])
+			labels[nl++] =
+				(struct pp_pprof_label){ .key = "container", .str = p->container };
 		if (s->tid > 0 && (size_t)s->tid <= p->n_names)
 			labels[nl++] = (struct pp_pprof_label){ .key = "thread_name",
 								.str = p->names[s->tid - 1] };

@@ -3,6 +3,16 @@
  * Demangling: C++ (Itanium ABI) through libstdc++'s __cxa_demangle, Rust
  * legacy names (_ZN...17h<hash>E) by our own decoder, which drops the hash
  * and decodes the $..$ escapes. Rust v0 (_R...) is left mangled.
+ *
+ * C++ names are then shortened the way go tool pprof shows them by default
+ * (its demangler's NoParams + NoTemplateParams): no return type, no
+ * parameter list, no template arguments, no ABI tags:
+ *   unsigned long mix::heavy_b<mix::Payload>(mix::Payload, unsigned int)
+ *   -> mix::heavy_b
+ * Profiles carry the mangled name in system_name. pprof only demangles a
+ * function whose name equals its system name, and Parca and Pyroscope show
+ * the name as sent, so a long name sent by podprof would stay long in every
+ * client; overloads and instantiations merge, as they do in go tool pprof.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -132,6 +142,108 @@ fail:
 	return NULL;
 }
 
+static bool is_ident(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '$';
+}
+
+/* At s: "operator" followed by a non-identifier character. */
+static bool at_operator(const char *full, const char *s)
+{
+	return strncmp(s, "operator", 8) == 0 && !is_ident(s[8]) && (s == full || !is_ident(s[-1]));
+}
+
+/* Length of the operator symbol after "operator" (and an optional space). */
+static size_t operator_len(const char *s)
+{
+	static const char *const ops[] = {
+		"<<=", ">>=", "<=>", "->*", "()", "[]", "<<", ">>", "<=", ">=", "==", "!=", "&&",
+		"||",  "++",  "--",  "->",  "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<",
+		">",   "+",   "-",   "*",   "/",  "%",	"^",  "&",  "|",  "~",	"!",  "=",  ","
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+		if (strncmp(s, ops[i], strlen(ops[i])) == 0)
+			return strlen(ops[i]);
+	return 0; /* new, delete, a conversion operator, a literal suffix */
+}
+
+char *pp_cxx_short_name(const char *full)
+{
+	size_t n = strlen(full), o = 0, name_start = 0;
+	char *out = malloc(n + 1);
+	int paren = 0, brace = 0;
+	size_t last_paren = (size_t)-1; /* where the last top-level '(' group began in out */
+	const char *op = NULL;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		const char *p = full + i;
+		if (at_operator(full, p)) {
+			size_t k = 8, l;
+			if (p[k] == ' ')
+				k++;
+			l = operator_len(p + k);
+			op = p;
+			memcpy(out + o, p, k + l);
+			o += k + l;
+			i += k + l;
+			continue;
+		}
+		if (*p == '<' && !brace) {
+			/* template arguments: skip the balanced group */
+			int d = 0;
+			size_t j = i;
+			for (; j < n; j++) {
+				if (full[j] == '<')
+					d++;
+				else if (full[j] == '>' && --d == 0)
+					break;
+			}
+			i = j < n ? j + 1 : n;
+			continue;
+		}
+		if (strncmp(p, "[abi:", 5) == 0) {
+			const char *e = strchr(p, ']');
+			i = e ? (size_t)(e - full) + 1 : n;
+			continue;
+		}
+		if (*p == '{' || *p == '[')
+			brace++;
+		else if ((*p == '}' || *p == ']') && brace)
+			brace--;
+		if (!brace && *p == '(') {
+			if (paren == 0 && strncmp(p, "(anonymous namespace)", 21) != 0)
+				last_paren = o;
+			paren++;
+		} else if (!brace && *p == ')' && paren) {
+			paren--;
+		} else if (!brace && !paren && *p == ' ' && (!op || p < op)) {
+			/* a space at the top level before the name: the return type ends */
+			if (!(i + 1 < n && full[i + 1] == '['))
+				name_start = o + 1;
+			else
+				last_paren = last_paren == (size_t)-1 ? o : last_paren;
+		}
+		out[o++] = *p;
+		i++;
+	}
+	out[o] = '\0';
+	/* the parameter list and what follows it (const, &, noexcept, [clone ...]) */
+	if (last_paren != (size_t)-1 && last_paren > name_start)
+		out[last_paren] = '\0';
+	if (name_start)
+		memmove(out, out + name_start, strlen(out + name_start) + 1);
+	o = strlen(out);
+	while (o > 0 && out[o - 1] == ' ')
+		out[--o] = '\0';
+	if (!out[0]) {
+		free(out);
+		return strdup(full);
+	}
+	return out;
+}
+
 char *pp_demangle(const char *name)
 {
 	if (!name || strnlen(name, DEMANGLE_MAX_INPUT + 1) > DEMANGLE_MAX_INPUT)
@@ -144,8 +256,11 @@ char *pp_demangle(const char *name)
 	if (strncmp(name, "_Z", 2) == 0) {
 		int status = -1;
 		char *r = __cxa_demangle(name, NULL, NULL, &status);
-		if (status == 0 && r)
-			return r;
+		if (status == 0 && r) {
+			char *sh = pp_cxx_short_name(r);
+			free(r);
+			return sh;
+		}
 		free(r);
 	}
 	/* Rust v0 (_R...) and everything else: not demangled. */

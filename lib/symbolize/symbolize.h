@@ -102,6 +102,9 @@ int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr
  * Rust v0 (_R...) names and names over 4096 bytes are left alone (NULL).
  */
 char *pp_demangle(const char *name);
+/* A demangled C++ name as go tool pprof shows it: no return type, parameters,
+ * template arguments or ABI tags (demangle.c). Returns a new string. */
+char *pp_cxx_short_name(const char *full);
 
 struct pp_symbolizer_stats {
 	uint64_t files_loaded, files_evicted, files_failed, cache_bytes, lookups;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pp_proc__parse_stat and pp_proc__parse_status on the same arbitrary text
- * (not NUL-terminated). Invariants: comm NUL-terminated, exe/cmdline NULL.
+ * pp_proc__parse_stat, pp_proc__parse_status and the container parsers
+ * (cgroup, mountinfo) on the same arbitrary text (not NUL-terminated).
+ * Invariants: comm NUL-terminated, exe/cmdline NULL; a container id is 64
+ * lowercase hex digits; a container name is a NUL-terminated DNS label.
  */
 #include "fuzz.h"
 
@@ -24,5 +26,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	r = pp_proc__parse_status((const char *)data, size, &st);
 	fuzz_check(r == 0 || r == -EINVAL);
+	char id[65], name[64];
+	memset(id, 0x5a, sizeof(id));
+	r = pp_proc__parse_cgroup_id((const char *)data, size, id, sizeof(id));
+	fuzz_check(r == 0 || r == -ENOENT);
+	if (r == 0) {
+		fuzz_check(strlen(id) == 64);
+		for (size_t i = 0; i < 64; i++)
+			fuzz_check((id[i] >= '0' && id[i] <= '9') ||
+				   (id[i] >= 'a' && id[i] <= 'f'));
+	}
+	memset(name, 0x5a, sizeof(name));
+	r = pp_proc__parse_container_name((const char *)data, size, name, sizeof(name));
+	fuzz_check(r == 0 || r == -ENOENT || r == -ENAMETOOLONG);
+	if (r == 0)
+		fuzz_check(memchr(name, '\0', sizeof(name)) && name[0] && name[0] != '-');
 	return 0;
 }

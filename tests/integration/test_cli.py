@@ -99,6 +99,12 @@ def test_token():
     check(st == 200, "with token: %d" % st)
     st, _, _ = pp.request("/healthz")
     check(st == 200, "healthz needs no token: %d" % st)
+    # argv often holds secrets: /cmdline is behind the token like the profiles
+    st, _, body = pp.request("/debug/pprof/cmdline")
+    check(st == 401 and DEMO.encode() not in body, "cmdline without token: %d" % st)
+    st, _, body = pp.request("/debug/pprof/cmdline", headers={"Authorization": "Bearer s3cret"})
+    check(st == 200 and os.path.basename(DEMO).encode() in body, "cmdline with token: %d %r" %
+          (st, body[:80]))
     pp.stop()
     os.unlink(tok)
 

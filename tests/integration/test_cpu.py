@@ -131,6 +131,64 @@ def test_go_tool_pprof_reads_it():
     os.unlink(path)
 
 
+def test_address_only_frames():
+    """spin stripped of every symbol, without its debug file: its frames
+    become address-only locations under a mapping with the build id (the
+    text outputs still say spin+0x...), and go tool pprof names them from a
+    local copy of the unstripped binary."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="podprof-addr-")
+    try:
+        bare = os.path.join(d, "run", "spin_bare")
+        os.makedirs(os.path.dirname(bare))
+        subprocess.run(["objcopy", "--strip-all", "--remove-section=.gnu_debuglink",
+                        WL["WL_SPIN"], bare], check=True)
+        # libwlspin.so lies beside the original (its rpath is $ORIGIN-relative)
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(os.path.abspath(WL["WL_SPIN"])))
+        wl = Workload([bare, "2"], env=env)
+        check(wl.first_line and wl.alive(), "spin_bare did not start")
+        pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
+                     "--set", "heap.enabled=false", "--set", "offcpu.enabled=false")
+        prof = pp.profile("/debug/pprof/profile?seconds=3", timeout=40)
+        maps = {m["id"]: m for m in prof["mappings"]}
+        exe = [m for m in prof["mappings"] if m["file"].endswith("/spin_bare")]
+        check(exe, "no mapping for the stripped executable: %s" % [m["file"] for m in maps.values()])
+        exe = exe[0]
+        check(len(exe.get("build_id", "")) >= 16 and not exe["has_functions"],
+              "stripped mapping: %s" % exe)
+        bare_locs = [l for l in prof["locations"] if l["mapping"] == exe["id"]]
+        check(bare_locs and all(not l["lines"] for l in bare_locs),
+              "frames of the stripped executable carry lines: %s" %
+              [l for l in bare_locs if l["lines"]][:2])
+        # the other mappings keep their names (libc, libwlspin)
+        named = [l for l in prof["locations"] if l["mapping"] != exe["id"] and l["lines"]]
+        check(named, "no named frames from the other mappings")
+        # text: the readable file+offset names
+        st, _, body = pp.request("/debug/pprof/goroutine?debug=2")
+        check(st == 200 and b"spin_bare+0x" in body, "debug=2 lacks spin_bare+0x...:\n%s" %
+              body[:1500].decode(errors="replace"))
+        pp.stop()
+        wl.kill()
+        path = write_tmp(prof["_raw"])
+        spin_fns = {"hot_a", "hot_b", "hot_c", "big_frame", "worker_loop"}
+        top = go_pprof("-top", "-symbolize=none", path)
+        check(not any(f in top for f in spin_fns), "named without the binary?\n%s" % top[:1500])
+        # go tool pprof BINARY PROFILE: the unstripped copy names the frames.
+        # (PPROF_BINARY_PATH does not help go tool pprof here: the Go
+        # distribution's pprof cannot read build ids from local files and
+        # rejects every file for a mapping that has one, as "build-id
+        # mismatch"; the standalone pprof, Parca and Pyroscope match them.)
+        local = os.path.join(d, "spin_unstripped")
+        shutil.copy(WL["WL_SPIN"], local)
+        top = go_pprof("-top", "-symbolize=local", local, path)
+        check(any(f in top for f in spin_fns), "go tool pprof did not symbolize from the "
+              "local binary:\n%s" % top[:2000])
+        os.unlink(path)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_overlapping_windows():
     wl = Workload([WL["WL_SPIN"], "2"])
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=%d" % HZ,
@@ -248,6 +306,6 @@ def test_record_subcommand():
 
 
 if __name__ == "__main__":
-    run([test_pie, test_nopie, test_static, test_stripped_debuglink, test_names_match_eu_addr2line,
+    run([test_pie, test_nopie, test_static, test_stripped_debuglink, test_address_only_frames, test_names_match_eu_addr2line,
          test_go_tool_pprof_reads_it, test_overlapping_windows, test_new_threads_and_children,
          test_thread_pool, test_record_subcommand])

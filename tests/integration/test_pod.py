@@ -8,12 +8,14 @@ mount namespace with only CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE. podprof
 must serve CPU and heap profiles of the application with function names
 read from the application's own files."""
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, check, frames, leaf_function, run
+from harness import Podprof, Skip, check, frames, leaf_function, log, run
+from test_container import Container, cgroup2_root
 
 DEMO = os.environ.get("WL_DEMO")
 PODPROF = os.environ.get("PODPROF")
@@ -41,18 +43,47 @@ def test_simulated_pod():
         raise Skip("util-linux unshare/setpriv missing")
     root = make_rootfs()
     mnt = None
+    cid = secrets.token_hex(32)
+    base = tempfile.mkdtemp(prefix="podprof-kubelet-")
+    cg = Container.__new__(Container)
+    cg.id = cid
+    cgroot = cgroup2_root()
+    cg.slice = os.path.join(cgroot or base, "podprof-test-kubepods.slice",
+                            "kubepods-besteffort-pod0a1b2c3d_4e5f.slice")
+    cg.cg = os.path.join(cg.slice, "cri-containerd-%s.scope" % cid)
+    cg.w = None
+    have_cg = False
+    if cgroot:
+        try:
+            os.makedirs(cg.cg)
+            have_cg = True
+        except OSError as e:
+            log("no container_id check: cannot create a cgroup (%s)" % e)
+    if not have_cg:
+        # a plain directory: the app writes its pid into a file, no cgroup moves
+        cg.cg = os.path.join(base, "not-a-cgroup")
+        os.makedirs(cg.cg)
+    logdir = os.path.join(base, "var/lib/kubelet/pods/0a1b2c3d-4e5f/containers/app")
+    os.makedirs(logdir)
+    tlog = os.path.join(logdir, "7c9e2f10")
+    open(tlog, "w").close()
     # pid 1 of the pod is a shell that starts the app in its own mount
     # namespace (chroot), then becomes podprof in another mount namespace
     # with three capabilities.
     # The application container: its own mount namespace whose root is a
     # tmpfs (pivot_root, as container runtimes do), so its files are not
     # reachable from podprof's mount namespace at all.
+    # It runs in a cgroup named as containerd names a container's cgroup
+    # and sees its kubelet termination log on /dev/termination-log.
     app = (
+        'echo $$ > "$3/cgroup.procs" && '
         'mount --make-rprivate / && mount -t tmpfs tmpfs "$1" && cp -a "$2/." "$1/" && '
+        'mkdir -p "$1/dev" && : > "$1/dev/termination-log" && '
+        'mount --bind "$4" "$1/dev/termination-log" && '
         'mkdir "$1/.old" && cd "$1" && pivot_root . .old && '
         'LD_LIBRARY_PATH=/opt/podlibs exec /app/demo')
     script = (
-        'unshare --mount sh -c \'%s\' app "$1" "$3" >/dev/null 2>&1 &\n'
+        'unshare --mount sh -c \'%s\' app "$1" "$3" "$4" "$5" >/dev/null 2>&1 &\n'
         'sleep 0.7\n'
         'exec unshare --mount setpriv --bounding-set=-all,+bpf,+perfmon,+sys_ptrace '
         '--inh-caps=-all "$2" --listen 127.0.0.1:0 --set cpu.frequency_hz=199 '
@@ -62,7 +93,7 @@ def test_simulated_pod():
     import threading, re
     mnt = tempfile.mkdtemp(prefix="podprof-podroot-")
     pp.argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
-               script, "pod", mnt, PODPROF, root]
+               script, "pod", mnt, PODPROF, root, cg.cg, tlog]
     e = {k: v for k, v in os.environ.items() if not k.startswith("PODPROF_")}
     pp.p = subprocess.Popen(pp.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, env=e)
@@ -75,7 +106,8 @@ def test_simulated_pod():
     try:
         pp.wait_log(r"\(port (\d+)\)", timeout=30)
         pp.port = pp.ports[0]
-        pp.wait_log(r"target: pid \d+ \(demo\)", timeout=20)
+        pp.wait_log(r"target: pid \d+ \(demo\).* container=app" +
+                    (" container_id=%s" % cid[:12] if have_cg else ""), timeout=20)
         log = pp.log_text()
         check("CAP_BPF missing" not in log and "CAP_PERFMON missing" not in log,
               "capabilities not seen:\n" + log)
@@ -87,6 +119,10 @@ def test_simulated_pod():
             names.update(frames(cpu, s))
         check({"parse_request", "compress_response", "worker"} <= names,
               "CPU names from the pod's files missing: %s" % sorted(n for n in names if isinstance(n, str))[:40])
+        for s in cpu["samples"]:
+            check((s["labels"].get("container_id") == cid or not have_cg) and
+                  s["labels"].get("container") == "app",
+                  "container labels of a sample: %s" % s["labels"])
         files = {m["file"] for m in cpu["mappings"]}
         check("/app/demo" in files, "main executable mapping %s" % files)
         check(any(f.startswith("/opt/podlibs/libc") for f in files), "libc mapping %s" % files)
@@ -102,6 +138,8 @@ def test_simulated_pod():
         pp.kill()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(mnt, ignore_errors=True)
+        cg.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,27 @@ def test_goroutine_dump():
     pp.stop()
 
 
+def test_offcpu_on_demand():
+    """The off-CPU programs are attached only while block/mutex/threadcreate
+    data is asked for: not at start, on a request, and off again
+    offcpu.linger_seconds after the last one."""
+    wl, pp = start("--set", "offcpu.linger_seconds=1")
+    time.sleep(0.5)
+    check(pp.metrics().get("podprof_offcpu_tracing") == 0, "tracing before any request")
+    st, _, _ = pp.request("/debug/pprof/mutex")
+    check(st == 200, "mutex: %s" % st)
+    check(pp.metrics().get("podprof_offcpu_tracing") == 1, "not tracing after a request")
+    # a window keeps it on past the linger time
+    prof = pp.profile("/debug/pprof/block?seconds=2", timeout=30)
+    check(prof["samples"], "no block samples in a window")
+    deadline = time.time() + 10
+    while time.time() < deadline and pp.metrics().get("podprof_offcpu_tracing") != 0:
+        time.sleep(0.2)
+    check(pp.metrics().get("podprof_offcpu_tracing") == 0, "still tracing after the linger time")
+    pp.stop()
+    wl.kill()
+
+
 def test_block_mutex_threadcreate():
     wl, pp = start()
     time.sleep(0.5)
@@ -118,4 +139,4 @@ def test_block_mutex_threadcreate():
 
 
 if __name__ == "__main__":
-    run([test_goroutine_dump, test_block_mutex_threadcreate])
+    run([test_goroutine_dump, test_offcpu_on_demand, test_block_mutex_threadcreate])

@@ -4,7 +4,11 @@
 checksum/config annotation is its sha256, the kustomize component adds the
 same sidecar container as deployment.yaml, the Service's port is "pprof".
 
-usage: check_deploy.py DEPLOY_DIR RENDERED_USER_APP.yaml
+The component patches every annotated Deployment, StatefulSet and
+DaemonSet; with deploy/sidecar-scrape as well, podprof listens on ":6060"
+with a token and the pods carry the scrape annotations.
+
+usage: check_deploy.py DEPLOY_DIR RENDERED_USER_APP.yaml [RENDERED_USER_APP_SCRAPE.yaml]
 """
 import hashlib
 import os
@@ -19,6 +23,7 @@ def load(path):
 
 def main(argv):
     deploy, user_rendered = argv[1:3]
+    scrape_rendered = argv[3] if len(argv) > 3 else None
     errs = []
     cfg_file = open(os.path.join(deploy, "sidecar/podprof.yaml")).read()
     cm = load(os.path.join(deploy, "configmap.yaml"))[0]
@@ -47,7 +52,8 @@ def main(argv):
         errs.append("component dropped the user's pod annotations")
     ann = checkout["metadata"]["annotations"]
     for k, v in tmpl["metadata"]["annotations"].items():
-        if k != "checksum/config" and ann.get(k) != v:
+        # service_name is per workload: the component cannot set it
+        if k not in ("checksum/config", "pyroscope.io/service_name") and ann.get(k) != v:
             errs.append(f"component's annotation {k} differs from deployment.yaml's")
     untouched = deps["untouched"]["spec"]["template"]["spec"]
     if untouched.get("initContainers") or untouched.get("shareProcessNamespace"):
@@ -58,6 +64,39 @@ def main(argv):
     vol = [v for v in checkout["spec"]["volumes"] if v["name"] == "podprof-config"]
     if not vol or vol[0]["configMap"]["name"] != cms[0]["metadata"]["name"]:
         errs.append("component's volume does not refer to the generated (hashed) ConfigMap")
+
+    for kind, name in (("StatefulSet", "ledger"), ("DaemonSet", "node-agent")):
+        objs = [d for d in user if d["kind"] == kind and d["metadata"]["name"] == name]
+        t = objs[0]["spec"]["template"] if objs else {"spec": {}}
+        got = [c for c in t["spec"].get("initContainers", []) if c["name"] == "podprof"]
+        if got != [sidecar] or not t["spec"].get("shareProcessNamespace"):
+            errs.append(f"component did not add the sidecar to the annotated {kind}")
+    ledger = [d for d in user if d["kind"] == "StatefulSet"][0]["spec"]["template"]
+    if ledger["metadata"]["annotations"].get("pyroscope.io/service_name") != "shop/ledger":
+        errs.append("component changed the workload's pyroscope.io/service_name")
+    if "127.0.0.1:" not in cfg_file.split("\nlisten:")[1].split("\n")[0]:
+        errs.append("sidecar/podprof.yaml: the default listen address must be loopback")
+
+    if scrape_rendered:
+        sc = load(scrape_rendered)
+        cms = [d for d in sc if d["kind"] == "ConfigMap"]
+        cfg = yaml.safe_load(cms[0]["data"]["podprof.yaml"]) if len(cms) == 1 else {}
+        if cfg.get("listen") != ":6060" or not (cfg.get("http") or {}).get("token_file"):
+            errs.append("sidecar-scrape: podprof must listen on :6060 with a token file")
+        for d in sc:
+            if d["kind"] not in ("Deployment", "StatefulSet", "DaemonSet") or d["metadata"]["name"] == "untouched":
+                continue
+            t = d["spec"]["template"]
+            a = t["metadata"].get("annotations") or {}
+            if a.get("parca.dev/scrape") != "true" or a.get("profiles.grafana.com/cpu.port_name") != "pprof":
+                errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']} lacks the scrape annotations")
+            pp = [c for c in t["spec"]["initContainers"] if c["name"] == "podprof"]
+            mounts = {m["name"]: m["mountPath"] for m in (pp[0].get("volumeMounts") or [])} if pp else {}
+            tf = (cfg.get("http") or {}).get("token_file", "")
+            if "podprof-token" not in mounts or not tf.startswith(mounts.get("podprof-token", "?") + "/"):
+                errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: token Secret not mounted where token_file points")
+            if "podprof-config" not in mounts:
+                errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: the config mount was lost")
 
     svc = load(os.path.join(deploy, "service.yaml"))[0]
     if [p["name"] for p in svc["spec"]["ports"]] != ["pprof"]:

@@ -90,6 +90,16 @@ def main(argv):
         if (values.get("scrape") or {}).get("alloy", {}).get("enabled") and \
                 ann.get("profiles.grafana.com/cpu.port_name") != "pprof":
             errs.append(f"{name}: scrape.alloy.enabled but no profiles.grafana.com annotations")
+        if not ann.get("pyroscope.io/service_name", "").count("/") == 1:
+            errs.append(f"{name}: no pyroscope.io/service_name <namespace>/<name> annotation")
+        want_c = values.get("targetContainer") or ("app" if (values.get("demo") or {}).get("enabled") else "")
+        if want_c and not (values.get("config") or {}).get("targets"):
+            got_t = cfg.get("targets") or []
+            if got_t != [{"name": want_c, "container": want_c}]:
+                errs.append(f"{name}: targets {got_t}, want the container {want_c} only")
+            names = [x["name"] for x in spec.get("containers") or []]
+            if not parent and want_c not in names:
+                errs.append(f"{name}: targetContainer {want_c} is not a container of the pod ({names})")
         token = (values.get("auth") or {}).get("existingSecret")
         if token:
             key = values["auth"].get("secretKey", "token")

@@ -116,12 +116,16 @@ t_kustomize() {
 	kubectl kustomize "$here/fixtures/user-app" >"$work/user.yaml" || fail "kubectl kustomize user-app"
 	validate kustomize-user "$work/user.yaml" || fail "validate kustomize user-app"
 	policy "$work/user.yaml" || fail "policy kustomize user-app"
-	python3 "$here/check_deploy.py" "$root/deploy" "$work/user.yaml" || fail "deploy consistency"
+	kubectl kustomize "$here/fixtures/user-app-scrape" >"$work/user-scrape.yaml" || fail "kubectl kustomize user-app-scrape"
+	validate kustomize-user-scrape "$work/user-scrape.yaml" || fail "validate kustomize user-app-scrape"
+	policy "$work/user-scrape.yaml" || fail "policy kustomize user-app-scrape"
+	python3 "$here/check_deploy.py" "$root/deploy" "$work/user.yaml" "$work/user-scrape.yaml" || fail "deploy consistency"
 }
 
 # The raw manifests and the kubectl debug profile as files.
 t_raw() {
-	local files=("$root"/deploy/{namespace,configmap,deployment,service}.yaml "$root/deploy/debug-profile.yaml")
+	local files=("$root"/deploy/{namespace,configmap,deployment,service}.yaml "$root/deploy/debug-profile.yaml"
+		"$root/deploy/scrape/networkpolicy.yaml")
 	validate raw "${files[@]}" || fail "validate raw manifests"
 	policy "${files[@]}" || fail "policy raw manifests"
 }

@@ -242,6 +242,11 @@ static const struct {
 	const char *dump_line; /* a line the dump must contain */
 } good_docs[] = {
 	{ "", "listen: \"127.0.0.1:6060\"\n" },
+	{ "targets:\n  - container: \"istio-*\"\n", "    container: \"istio-*\"\n" },
+	{ "targets:\n  - container_id: \"containerd://3f1c9e0b\"\n", "    container_id: "
+								     "\"3f1c9e0b\"\n" },
+	{ "offcpu:\n  always_on: true\n  linger_seconds: 60\n", "  linger_seconds: 60\n" },
+	{ "", "  linger_seconds: 300\n" },
 	{ "---\n", "  frequency_hz: 99\n" },
 	{ "---\n...\n", "  frequency_hz: 99\n" },
 	{ "cpu:\n", "  frequency_hz: 99\n" },
@@ -385,11 +390,11 @@ static const struct {
 	{ "targets: {}\n", "x.yaml:1: targets: expected a list, got a mapping" },
 	{ "targets: app\n", "x.yaml:1: targets: expected a list, got \"app\"" },
 	{ "targets: [1234]\n", "x.yaml:1: targets[0]: expected a mapping (name, pid, comm, exe, "
-			       "cmdline, listen), got "
+			       "cmdline, container, container_id, listen), got "
 			       "\"1234\"" },
 	{ "targets:\n  - comm: a\n  - [x]\n", "x.yaml:3: targets[1]: expected a mapping (name, "
-					      "pid, comm, exe, cmdline, listen), got "
-					      "a list" },
+					      "pid, comm, exe, cmdline, container, "
+					      "container_id, listen), got a list" },
 	{ "- a\n- b\n", "x.yaml:1: top level: expected a mapping of keys (listen, targets, cpu, "
 			"...), got a list" },
 	{ "hello\n", "x.yaml:1: top level: expected a mapping of keys (listen, targets, cpu, ...), "
@@ -486,6 +491,13 @@ static const struct {
 					 "write \":6061\" for every "
 					 "interface or \"127.0.0.1:6061\" for local only" },
 	/* selectors */
+	{ "targets:\n  - container: App_1\n", "x.yaml:2: targets[0].container: \"App_1\" can never "
+					      "match: container names have only a-z, 0-9 "
+					      "and '-' (wildcards allowed)" },
+	{ "targets:\n  - container_id: abc\n", "x.yaml:2: targets[0].container_id: \"abc\": give "
+					       "4..64 hex digits of the id" },
+	{ "targets:\n  - container_id: ABCDEF\n", "x.yaml:2: targets[0].container_id: \"ABCDEF\" "
+						  "is not a container id (lowercase hex digits)" },
 	{ "targets:\n  - cmdline: \"--port [0-9+\"\n", "x.yaml:2: targets[0].cmdline: \"--port "
 						       "[0-9+\" is not a valid extended regular "
 						       "expression: Unmatched [, [^, [:, [., or "
@@ -990,7 +1002,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 29);
+	assert_int_equal(nkeys, 31);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);

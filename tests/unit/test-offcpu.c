@@ -443,6 +443,8 @@ static void test_profiles(void **state)
 	assert_non_null(o);
 	os = pp_offcpu__new(&sopts, on_event, &cs);
 	assert_non_null(os);
+	assert_int_equal(pp_offcpu__enable(o, true), 0);
+	assert_int_equal(pp_offcpu__enable(os, true), 0);
 
 	/* Let the workload reach its steady state (first lock contention). */
 	usleep(300 * 1000);
@@ -567,6 +569,14 @@ static void test_remove_and_exit(void **state)
 	assert_non_null(o);
 	assert_int_equal(pp_offcpu__add_process(o, a), 0);
 	assert_int_equal(pp_offcpu__add_process(o, b), 0);
+	/* A new tracer is disabled: its targets produce nothing. */
+	poll_for(o, NULL, 500);
+	print_message("  disabled: %zu events\n", c.n);
+	assert_int_equal(c.n, 0);
+	assert_false(pp_offcpu__enabled(o));
+	assert_int_equal(pp_offcpu__enable(o, true), 0);
+	assert_int_equal(pp_offcpu__enable(o, true), 0); /* idempotent */
+	assert_true(pp_offcpu__enabled(o));
 	poll_for(o, NULL, 1000);
 	print_message("  both traced: %zu + %zu events\n", count_pid(&c, a), count_pid(&c, b));
 	assert_true(count_pid(&c, a) >= 10 && count_pid(&c, b) >= 10);
@@ -594,6 +604,17 @@ static void test_remove_and_exit(void **state)
 		      count_pid(&c, b));
 	assert_int_equal(count_pid(&c, a), 0);
 	assert_true(count_pid(&c, b) >= 5);
+
+	/* Disabled again: nothing more once the ring is drained; then back on. */
+	assert_int_equal(pp_offcpu__enable(o, false), 0);
+	poll_for(o, NULL, 50);
+	c.n = 0;
+	poll_for(o, NULL, 500);
+	print_message("  disabled again: %zu events\n", c.n);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(pp_offcpu__enable(o, true), 0);
+	poll_for(o, NULL, 800);
+	assert_true(count_pid(&c, b) >= 3);
 
 	/* b dies while traced: polling goes on without error. */
 	kill(b, SIGKILL);

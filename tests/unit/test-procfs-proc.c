@@ -537,6 +537,124 @@ static void test_selector_real(void **state)
 	pp_proc_info__free(&info);
 }
 
+#define CID "3f1c9e0b7a2d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6"
+#define CID2 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void test_cgroup_id(void **state)
+{
+	static const struct {
+		const char *text;
+		const char *want; /* NULL = -ENOENT */
+	} cases[] = {
+		/* containerd, systemd driver, cgroup v2 */
+		{ "0::/kubepods.slice/kubepods-burstable.slice/"
+		  "kubepods-burstable-pod1b2c_3d4e.slice/"
+		  "cri-containerd-" CID ".scope\n",
+		  CID },
+		/* CRI-O, systemd driver */
+		{ "0::/kubepods.slice/kubepods-pod12.slice/crio-" CID ".scope\n", CID },
+		/* CRI-O's monitor is not the container */
+		{ "0::/kubepods.slice/kubepods-pod12.slice/crio-conmon-" CID ".scope\n", NULL },
+		/* Docker, systemd driver, v1 */
+		{ "12:pids:/system.slice/docker-" CID ".scope\n"
+		  "11:memory:/system.slice/docker-" CID ".scope\n0::/\n",
+		  CID },
+		/* cgroupfs driver, v1, containerd or docker */
+		{ "4:memory:/kubepods/burstable/pod1b2c3d4e-aaaa-bbbb/" CID "\n1:cpu:/\n", CID },
+		{ "3:cpu:/docker/" CID "\n", CID },
+		/* nested: the innermost wins; the unified line before v1 */
+		{ "5:pids:/docker/" CID2 "\n0::/docker/" CID2 "/kubepods/pod1/" CID "\n", CID },
+		/* no trailing newline, podman */
+		{ "0::/user.slice/libpod-" CID ".scope", CID },
+		/* not containers */
+		{ "0::/user.slice/user-0.slice/session-1.scope\n", NULL },
+		{ "0::/" CID "0\n", NULL },
+		{ "0::/cri-containerd-"
+		  "3F1C9E0B7A2D4C5E6F708192A3B4C5D6E7F8091A2B3C4D5E6F708192A3B4C5D6"
+		  ".scope\n",
+		  NULL },
+		{ "garbage without colons " CID "\n", NULL },
+		{ "", NULL },
+	};
+	char id[65];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = pp_proc__parse_cgroup_id(cases[i].text, strlen(cases[i].text), id,
+						 sizeof(id));
+		if (!cases[i].want) {
+			assert_int_equal(r, -ENOENT);
+			continue;
+		}
+		assert_int_equal(r, 0);
+		assert_string_equal(id, cases[i].want);
+	}
+	assert_int_equal(pp_proc__parse_cgroup_id("0::/", 4, id, 10), -EINVAL);
+}
+
+static void test_container_name(void **state)
+{
+	static const struct {
+		const char *text;
+		const char *want;
+	} cases[] = {
+		{ "1400 1390 0:34 / / rw master:1 - overlay overlay rw\n"
+		  "1410 1400 253:1 /var/lib/kubelet/pods/6f2b-11/containers/app/4a1b2c3d "
+		  "/dev/termination-log rw,nosuid - ext4 /dev/vda1 rw\n",
+		  "app" },
+		/* /var/lib/kubelet on its own filesystem */
+		{ "30 20 8:3 /pods/6f2b-11/containers/istio-proxy/0e1f2a3b /dev/termination-log "
+		  "rw - xfs /dev/sdb rw\n",
+		  "istio-proxy" },
+		/* another mount point, an invalid name, a missing file part */
+		{ "30 20 8:3 /pods/u/containers/app/f /etc/hosts rw - xfs /dev/sdb rw\n", NULL },
+		{ "30 20 8:3 /pods/u/containers/App_1/f /dev/termination-log rw - xfs x rw\n",
+		  NULL },
+		{ "30 20 8:3 /pods/u/containers/app/ /dev/termination-log rw - xfs x rw\n", NULL },
+		{ "30 20 8:3 /x/u/containers/app/f /dev/termination-log rw - xfs x rw\n", NULL },
+		{ "30 20 8:3\n", NULL },
+		{ "", NULL },
+	};
+	char name[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = pp_proc__parse_container_name(cases[i].text, strlen(cases[i].text), name,
+						      sizeof(name));
+		if (!cases[i].want) {
+			assert_int_equal(r, -ENOENT);
+			continue;
+		}
+		assert_int_equal(r, 0);
+		assert_string_equal(name, cases[i].want);
+	}
+	assert_int_equal(pp_proc__parse_container_name(cases[1].text, strlen(cases[1].text), name,
+						       5),
+			 -ENAMETOOLONG);
+}
+
+static void test_selector_container(void **state)
+{
+	struct pp_proc_info info = { .pid = 7, .comm = "envoy" };
+	struct pp_selector s = { .container = "istio-*" };
+
+	(void)state;
+	snprintf(info.container_id, sizeof(info.container_id), "%s", CID);
+	assert_int_equal(pp_selector__match(&s, &info), 0); /* name unknown */
+	snprintf(info.container, sizeof(info.container), "istio-proxy");
+	assert_int_equal(pp_selector__match(&s, &info), 1);
+	s.container = "app";
+	assert_int_equal(pp_selector__match(&s, &info), 0);
+	s.container = NULL;
+	s.container_id = "3f1c9e0b";
+	assert_int_equal(pp_selector__match(&s, &info), 1);
+	s.container_id = "3f1c9e0c";
+	assert_int_equal(pp_selector__match(&s, &info), 0);
+	info.container_id[0] = '\0';
+	s.container_id = "3f1c";
+	assert_int_equal(pp_selector__match(&s, &info), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -550,6 +668,9 @@ int main(void)
 		cmocka_unit_test(test_selector_table),
 		cmocka_unit_test(test_selector_threads),
 		cmocka_unit_test(test_selector_real),
+		cmocka_unit_test(test_cgroup_id),
+		cmocka_unit_test(test_container_name),
+		cmocka_unit_test(test_selector_container),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,7 +185,11 @@ static void compare_with_addr2line_ex(struct pp_symbolizer *s, const struct chil
 	assert_int_equal(res.n, nref);
 	assert_true(res.has_function);
 	for (size_t i = 0; i < nref; i++) {
-		assert_string_equal(res.frames[i].function, ref[i].name);
+		/* podprof shortens demangled C++ names as go tool pprof does */
+		char *want = demangle ? pp_cxx_short_name(ref[i].name) : strdup(ref[i].name);
+		assert_non_null(want);
+		assert_string_equal(res.frames[i].function, want);
+		free(want);
 		if (strcmp(ref[i].file, "??")) {
 			assert_non_null(res.frames[i].file);
 			assert_string_equal(res.frames[i].file, ref[i].file);
@@ -417,11 +421,12 @@ static void test_cxx(void **state)
 	compare_with_addr2line(s, &c, add, true);
 	struct pp_sym_result res;
 	assert_int_equal(resolve(s, &c, twice, &res), 0);
-	assert_string_equal(res.frames[res.n - 1].function, "ppfix::inner::Box<long>::twice(long)");
+	assert_string_equal(res.frames[res.n - 1].function, "ppfix::inner::Box::twice");
 	assert_string_equal(res.frames[res.n - 1].system_name, "_ZN5ppfix5inner3BoxIlE5twiceEl");
 	pp_sym_result__free(&res);
 	assert_int_equal(resolve(s, &c, add, &res), 0);
-	assert_string_equal(res.frames[res.n - 1].function, "int ppfix::inner::add<int>(int, int)");
+	assert_string_equal(res.frames[res.n - 1].function, "ppfix::inner::add");
+	assert_true(strncmp(res.frames[res.n - 1].system_name, "_ZN5ppfix5inner3add", 19) == 0);
 	pp_sym_result__free(&res);
 	child_stop(&c);
 	pp_symbolizer__free(s);

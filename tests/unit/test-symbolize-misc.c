@@ -21,13 +21,50 @@
 #include "symbolize/symbolize.h"
 #include "util/util.h"
 
+static void test_cxx_short_name(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "unsigned long mix::heavy_b<mix::Payload>(mix::Payload, unsigned int)", "mix::"
+											  "heavy_"
+											  "b" },
+		{ "ppfix::inner::Box<long>::twice(long)", "ppfix::inner::Box::twice" },
+		{ "(anonymous namespace)::worker(void*)", "(anonymous namespace)::worker" },
+		{ "main::{lambda(int)#1}::operator()(int) const", "main::{lambda(int)#1}::operator("
+								  ")" },
+		{ "bool std::operator< <int>(std::vector<int> const&, std::vector<int> const&)",
+		  "std::operator<" },
+		{ "std::basic_ostream<char, std::char_traits<char> >& std::operator<< "
+		  "<std::char_traits<char> >(std::basic_ostream<char, std::char_traits<char> >&, "
+		  "char const*)",
+		  "std::operator<<" },
+		{ "Foo::operator unsigned long() const", "Foo::operator unsigned long" },
+		{ "operator new(unsigned long)", "operator new" },
+		{ "Foo::operator->() const", "Foo::operator->" },
+		{ "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+		  "name[abi:cxx11](int)",
+		  "name" },
+		{ "foo(int) [clone .cold]", "foo" },
+		{ "plain", "plain" },
+	};
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *d = pp_cxx_short_name(cases[i].in);
+		assert_non_null(d);
+		if (strcmp(d, cases[i].out))
+			fail_msg("%s -> \"%s\", want \"%s\"", cases[i].in, d, cases[i].out);
+		free(d);
+	}
+}
+
 static void test_demangle(void **state)
 {
 	static const struct {
 		const char *in, *out; /* out NULL: not demangled */
 	} cases[] = {
-		{ "_ZN5ppfix5inner3BoxIlE5twiceEl", "ppfix::inner::Box<long>::twice(long)" },
-		{ "_Z3addIiET_S0_S0_", "int add<int>(int, int)" },
+		{ "_ZN5ppfix5inner3BoxIlE5twiceEl", "ppfix::inner::Box::twice" },
+		{ "_Z3addIiET_S0_S0_", "add" },
 		{ "_ZNSt6vectorIiSaIiEE9push_backERKi", NULL /* checked by prefix below */ },
 		{ "_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write" },
 		{ "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h1a2b3c4d5e6f7a8bE",
@@ -50,8 +87,7 @@ static void test_demangle(void **state)
 		char *d = pp_demangle(cases[i].in);
 		if (i == 2) {
 			assert_non_null(d);
-			assert_string_equal(d, "std::vector<int, std::allocator<int> "
-					       ">::push_back(int const&)");
+			assert_string_equal(d, "std::vector::push_back");
 		} else if (cases[i].out) {
 			if (!d)
 				fail_msg("%s not demangled", cases[i].in);
@@ -349,9 +385,9 @@ static void test_anon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_demangle), cmocka_unit_test(test_kallsyms),
-		cmocka_unit_test(test_perf_map), cmocka_unit_test(test_corrupt_elf),
-		cmocka_unit_test(test_anon),
+		cmocka_unit_test(test_demangle),    cmocka_unit_test(test_cxx_short_name),
+		cmocka_unit_test(test_kallsyms),    cmocka_unit_test(test_perf_map),
+		cmocka_unit_test(test_corrupt_elf), cmocka_unit_test(test_anon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,6 +98,13 @@ true
 {{- $v := include "podprof.valuesYaml" . | fromYaml -}}
 {{- $cfg := deepCopy (default dict $v.config) -}}
 {{- $_ := set $cfg "listen" (include "podprof.listen" .) -}}
+{{- $container := $v.targetContainer -}}
+{{- if and (not $container) $v.demo.enabled -}}
+{{- $container = "app" -}}
+{{- end -}}
+{{- if and $container (not $cfg.targets) -}}
+{{- $_ := set $cfg "targets" (list (dict "name" $container "container" $container)) -}}
+{{- end -}}
 {{- if $v.auth.existingSecret -}}
 {{- $http := default dict $cfg.http -}}
 {{- $_ := set $http "token_file" (printf "/etc/podprof-token/%s" $v.auth.secretKey) -}}
@@ -121,6 +128,8 @@ true
 {{- $v := include "podprof.valuesYaml" . | fromYaml -}}
 {{- $port := include "podprof.port" . -}}
 checksum/config: {{ include "podprof.configFile" . | sha256sum }}
+{{- /* Alloy names a service after the scraped port's container (podprof) without it. */}}
+pyroscope.io/service_name: {{ default (printf "%s/%s" .Release.Namespace .Release.Name) $v.serviceName | quote }}
 {{- if $v.scrape.parca.enabled }}
 parca.dev/scrape: "true"
 parca.dev/port: {{ $port | quote }}
