@@ -12,6 +12,9 @@ PKGS=(
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev
   libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip
   curl libc6-dbg dwz g++
+  # tests/podman: the image built and the manifests played (rootful podman 4.3, runc,
+  # CNI bridge, catatonit as the pod's PID 1; the base image made with debootstrap)
+  podman runc catatonit containernetworking-plugins debootstrap python3-yaml
 )
 missing=()
 for p in "${PKGS[@]}"; do
