@@ -7,7 +7,11 @@ without CAP_SYS_ADMIN), or with CAP_BPF/CAP_PERFMON taken away (setpriv).
 The refused profiles must answer 500 "Could not enable ... profiling: <why
 and fix>" (for curl-like clients, debug=1 and go tool pprof alike), /metrics
 and the index page must show each collector's state and reason, the log must
-say it once, and what still works must keep working."""
+say it once, and what still works must keep working.
+
+Also without a runtime: a pod's PID namespace whose PID 1 is catatonit (the
+pause process podman uses) and whose app is started by a shell wrapper:
+podprof must leave catatonit out and name the busy app as the main binary."""
 import os
 import re
 import shutil
@@ -165,5 +169,51 @@ def test_missing_cap_bpf():
         app.kill()
 
 
+def test_pause_left_out():
+    catatonit = shutil.which("catatonit") or "/usr/libexec/podman/catatonit"
+    if not SPIN:
+        raise Skip("WL_SPIN not built")
+    if not os.path.exists(catatonit) or not shutil.which("unshare"):
+        raise Skip("catatonit (Debian package catatonit) or unshare missing")
+    import subprocess
+    import threading
+    # PID 1 catatonit; its child, a shell, starts the app through a wrapper
+    # shell that does not exec it (sh registered before the app, with a
+    # lower pid), then becomes podprof.
+    script = ('sh -c \'"$1" 1; :\' wrapper "$1" >/dev/null &\n'
+              'sleep 0.3\nexec "$2" --listen 127.0.0.1:0 --set discovery.interval_ms=100\n')
+    pp = Podprof.__new__(Podprof)
+    pp.argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
+               catatonit, "--", "sh", "-c", script, "pod", SPIN, harness.PODPROF]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PODPROF_")}
+    pp.p = subprocess.Popen(pp.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=e)
+    harness._children.append(pp)
+    pp.lines, pp.ports = [], []
+    pp._cv = threading.Condition()
+    pp._t = threading.Thread(target=pp._reader, daemon=True)
+    pp._t.start()
+    try:
+        pp.wait_log(r"\(port (\d+)\)", timeout=30)
+        pp.port = pp.ports[0]
+        pp.wait_log(r"target: pid \d+ \(spin\)", timeout=20)
+        log = pp.log_text()
+        check(re.search(r"target: pid 1 \(catatonit\) left out", log), "catatonit not left out:\n" + log)
+        check(not re.search(r"target: pid 1 \(catatonit\) /", log), "catatonit profiled:\n" + log)
+        check(re.search(r"target: pid \d+ \(sh\)", log), "the wrapper shell is no target:\n" + log)
+        cpu = pp.profile("/debug/pprof/profile?seconds=2", timeout=40)
+        m1 = os.path.basename(cpu["mappings"][0]["file"])
+        check(m1 == os.path.basename(SPIN), "main binary %s, want the busy app" % m1)
+        files = {os.path.basename(m["file"]) for m in cpu["mappings"]}
+        check("catatonit" not in files, "catatonit in the profile: %s" % files)
+        # The main binary follows the profile: the goroutine profile counts
+        # one thread of the shell and one of spin, so either may lead, never catatonit.
+        g = pp.profile("/debug/pprof/goroutine")
+        check(os.path.basename(g["mappings"][0]["file"]) in ("spin", "dash", "sh", "bash"),
+              "goroutine main binary %s" % g["mappings"][0]["file"])
+    finally:
+        pp.kill()
+
+
 if __name__ == "__main__":
-    run([test_seccomp_refuses_bpf_and_perf, test_missing_cap_bpf])
+    run([test_seccomp_refuses_bpf_and_perf, test_missing_cap_bpf, test_pause_left_out])
