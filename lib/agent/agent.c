@@ -63,6 +63,7 @@ struct target {
 	bool heap_reattach;
 	bool cpu_attached;
 	bool offcpu_attached;
+	bool cpu_refusal_logged; /* a refused CPU attach is retried each pass, logged once */
 };
 
 struct pending_detach {
@@ -198,12 +199,41 @@ static void coll_attached(struct pp_agent *a, enum coll c)
 		pp_info("%s: %s available again", coll_names[c], coll_loses[c]);
 }
 
+static bool coll_is_unavailable(struct pp_agent *a, enum coll c)
+{
+	pthread_mutex_lock(&a->state_lock);
+	bool r = a->coll[c].state == CS_UNAVAILABLE;
+	pthread_mutex_unlock(&a->state_lock);
+	return r;
+}
+
 static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, int err,
 			     bool from_attach)
 {
 	char why[384];
 	pp_refusal__explain(sys, err, &a->renv, why, sizeof(why));
 	coll_refused(a, c, why, from_attach);
+}
+
+/*
+ * No target could be given uprobes. The syscalls behind them are probed
+ * again to tell the kernel's refusal from files podprof may not open.
+ */
+static void heap_refused_everywhere(struct pp_agent *a, int err)
+{
+	char why[384];
+	int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
+	int berr = pp_refusal__probe(PP_SYS_BPF);
+	if (berr < 0 || perr < 0) {
+		coll_refused_err(a, COLL_HEAP, berr < 0 ? PP_SYS_BPF : PP_SYS_PERF_EVENT_OPEN,
+				 berr < 0 ? berr : perr, true);
+		return;
+	}
+	snprintf(why, sizeof(why),
+		 "attaching uprobes to the targets: %s (podprof cannot open the application's "
+		 "files: add SYS_PTRACE, or DAC_READ_SEARCH for files only their owner may read)",
+		 strerror(-err));
+	coll_refused(a, COLL_HEAP, why, true);
 }
 
 static enum coll coll_of_kind(enum pp_profile_kind kind)
@@ -256,8 +286,8 @@ static void target_detach(struct pp_agent *a, struct target *t)
 
 /*
  * Called without a->lock. Failures are logged as warnings on the last try
- * only; refusals (EPERM, EACCES) not at all: *ret_err gets them, and the
- * caller reports them once as the collector's state.
+ * only; *ret_err gets refusals (EPERM, EACCES), which the caller reports as
+ * the collector's state when no target could be attached.
  */
 static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try,
 			int *ret_err)
@@ -266,11 +296,8 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 	if (!a->heap)
 		return false;
 	int r = pp_heap_tracer__attach(a->heap, pid);
-	if (pp_refusal__is_refusal(r)) {
+	if (pp_refusal__is_refusal(r))
 		*ret_err = r;
-		pp_dbg("heap: cannot trace pid %d (%s): %s", pid, comm, strerror(-r));
-		return false;
-	}
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
 		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
@@ -477,10 +504,19 @@ static void attach_pass(struct pp_agent *a)
 			int e = pp_cpu_sampler__add_process(a->cpu, r->pid);
 			cpu_ok = e == 0;
 			if (pp_refusal__is_refusal(e)) {
-				/* Said once, as the collector's state, not per pid and pass. */
+				/* Retried each pass; said once per pid, and as the state. */
 				cpu_refused = e;
-				pp_dbg("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
-				       strerror(-e));
+				pthread_mutex_lock(&a->lock);
+				struct target *t = target_find(a, r->pid);
+				bool first = t && !t->cpu_refusal_logged;
+				if (t)
+					t->cpu_refusal_logged = true;
+				pthread_mutex_unlock(&a->lock);
+				if (first)
+					a->attach_errors++;
+				if (first && !coll_is_unavailable(a, COLL_CPU))
+					pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid,
+						r->comm, strerror(-e));
 			} else if (e < 0 && e != -ESRCH) {
 				a->attach_errors++;
 				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
@@ -536,9 +572,8 @@ static void attach_pass(struct pp_agent *a)
 		pthread_mutex_unlock(&a->lock);
 		if (cpu_refused && !cpu_some)
 			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, cpu_refused, true);
-		/* uprobes are perf events too: the same syscall refuses them */
 		if (heap_refused && !heap_some)
-			coll_refused_err(a, COLL_HEAP, PP_SYS_PERF_EVENT_OPEN, heap_refused, true);
+			heap_refused_everywhere(a, heap_refused);
 	}
 }
 

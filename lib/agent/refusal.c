@@ -53,6 +53,7 @@ void pp_refusal_env__read(struct pp_refusal_env *env)
 		env->cap_perfmon = eff & (1ull << PP_CAP_PERFMON);
 		env->cap_bpf = eff & (1ull << PP_CAP_BPF);
 		env->cap_sys_admin = eff & (1ull << PP_CAP_SYS_ADMIN);
+		env->cap_sys_ptrace = eff & (1ull << PP_CAP_SYS_PTRACE);
 	}
 }
 
@@ -121,6 +122,12 @@ void pp_refusal__explain(enum pp_sys sys, int err, const struct pp_refusal_env *
 			 "deploy/seccomp/podprof.json "
 			 "(chart: seccompProfile.localhostProfile)",
 			 name, what, cap, name);
+	} else if (perf && err == -EACCES && !env->cap_sys_ptrace) {
+		snprintf(buf, n,
+			 "%s: %s: podprof may not trace the application (CAP_SYS_PTRACE missing "
+			 "and the application runs as another user); add SYS_PTRACE to "
+			 "securityContext.capabilities.add",
+			 name, what);
 	} else if (env->lockdown_confidentiality) {
 		snprintf(buf, n,
 			 "%s: %s: the kernel is locked down (lockdown=confidentiality), which "

@@ -24,7 +24,7 @@ struct pp_refusal_env {
 	int perf_paranoid; /* /proc/sys/kernel/perf_event_paranoid */
 	int unprivileged_bpf_disabled; /* /proc/sys/kernel/unprivileged_bpf_disabled */
 	bool lockdown_confidentiality; /* /sys/kernel/security/lockdown */
-	bool cap_perfmon, cap_bpf, cap_sys_admin; /* effective */
+	bool cap_perfmon, cap_bpf, cap_sys_admin, cap_sys_ptrace; /* effective */
 };
 
 /* Fills env from /proc and /sys of the calling process. Never fails: unknown stays -1/false. */
@@ -43,7 +43,9 @@ bool pp_refusal__is_refusal(int err);
 
 /*
  * One line saying why sys failed with err (negative errno) and what fixes
- * it, into buf (always NUL-terminated). Pure.
+ * it, into buf (always NUL-terminated). Pure. For perf_event_open on
+ * another process, EACCES without CAP_SYS_PTRACE is the ptrace access
+ * check (the application runs as another user), not perf itself.
  */
 void pp_refusal__explain(enum pp_sys sys, int err, const struct pp_refusal_env *env, char *buf,
 			 size_t n);

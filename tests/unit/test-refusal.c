@@ -18,6 +18,7 @@ static const struct pp_refusal_env all_caps = {
 	.unprivileged_bpf_disabled = 2,
 	.cap_perfmon = true,
 	.cap_bpf = true,
+	.cap_sys_ptrace = true,
 };
 
 static void explain(enum pp_sys sys, int err, const struct pp_refusal_env *env, char *buf)
@@ -60,6 +61,15 @@ static void test_missing_cap(void **state)
 	env.cap_bpf = false;
 	explain(PP_SYS_BPF, -EPERM, &env, buf);
 	assert_non_null(strstr(buf, "CAP_BPF missing; add BPF"));
+	/* perf on an app of another uid without CAP_SYS_PTRACE: the ptrace access check */
+	env = all_caps;
+	env.seccomp_mode = 2;
+	env.cap_sys_ptrace = false;
+	explain(PP_SYS_PERF_EVENT_OPEN, -EACCES, &env, buf);
+	assert_non_null(strstr(buf, "CAP_SYS_PTRACE missing"));
+	assert_non_null(strstr(buf, "add SYS_PTRACE"));
+	explain(PP_SYS_PERF_EVENT_OPEN, -EPERM, &env, buf); /* EPERM: still seccomp */
+	assert_non_null(strstr(buf, "seccomp"));
 }
 
 static void test_lockdown_and_others(void **state)
