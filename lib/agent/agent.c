@@ -46,7 +46,7 @@ static const char *const coll_loses[COLL__COUNT] = { "CPU profiles", "heap and a
 struct coll_status {
 	enum coll_state state;
 	bool from_attach; /* unavailable because every attach was refused (may recover) */
-	char reason[384];
+	char reason[512];
 };
 
 struct target {
@@ -210,7 +210,7 @@ static bool coll_is_unavailable(struct pp_agent *a, enum coll c)
 static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, int err,
 			     bool from_attach)
 {
-	char why[384];
+	char why[512];
 	pp_refusal__explain(sys, err, &a->renv, why, sizeof(why));
 	coll_refused(a, c, why, from_attach);
 }
@@ -221,7 +221,7 @@ static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, i
  */
 static void heap_refused_everywhere(struct pp_agent *a, int err)
 {
-	char why[384];
+	char why[512];
 	int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
 	int berr = pp_refusal__probe(PP_SYS_BPF);
 	if (berr < 0 || perr < 0) {

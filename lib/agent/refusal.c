@@ -120,7 +120,7 @@ void pp_refusal__explain(enum pp_sys sys, int err, const struct pp_refusal_env *
 			 "default profiles of podman and CRI-O allow %s only with CAP_SYS_ADMIN); "
 			 "run podprof with the Localhost seccomp profile "
 			 "deploy/seccomp/podprof.json "
-			 "(chart: seccompProfile.localhostProfile)",
+			 "(chart: --set seccompProfile.type=Localhost)",
 			 name, what, cap, name);
 	} else if (perf && err == -EACCES && !env->cap_sys_ptrace) {
 		snprintf(buf, n,
