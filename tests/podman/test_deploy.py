@@ -33,7 +33,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from harness import check, decode, go_pprof, log  # noqa: E402
+from harness import Skip, check, decode, go_pprof, log  # noqa: E402
 
 BASE = "localhost/podprof-base:bookworm"
 IMAGE = "localhost/podprof:0.1.0"  # what the manifests' "podprof:0.1.0" resolves to
@@ -78,10 +78,14 @@ def images():
     if have.returncode == 0 and have.stdout.decode().strip() == key:
         log("images: cached (base and podprof image for source %s)" % key)
         return
+    old = sh(["podman", "image", "inspect", "-f", "{{.Id}}", IMAGE], ok=False).stdout.decode().strip()
     sh(["podman", "build", "--label", "podprof.src=" + key, "--pull=never", "--network=host", "--layers", "-q",
         "-f", "deploy/Containerfile", "--build-arg", "BASE_IMAGE=" + BASE,
         "--build-arg", "RUNTIME_IMAGE=" + BASE, "-t", IMAGE, "."], timeout=1200, cwd=ROOT)
     size = sh(["podman", "image", "inspect", "-f", "{{.Size}}", IMAGE]).stdout.decode().strip()
+    new = sh(["podman", "image", "inspect", "-f", "{{.Id}}", IMAGE]).stdout.decode().strip()
+    if old and old != new:
+        sh(["podman", "rmi", old], ok=False)  # the replaced image; the layer cache stays
     log("images: base %.0fs, podprof image %.0fs (%.0f MB)" % (t1 - t0, time.time() - t1,
                                                                int(size) / 1e6))
 
@@ -289,6 +293,8 @@ def scenario_podprof_seccomp(name, docs):
 
 def main():
     podman_usable()
+    if not shutil.which("go"):
+        skip("go (golang-go) missing: the profiles are read with go tool pprof")
     t0 = time.time()
     try:
         images()
