@@ -14,6 +14,9 @@ PKGS=(
   curl libc6-dbg dwz g++
   # the browser test of /debug/pprof/ui/ (tests/browser)
   chromium fonts-dejavu-core
+  # tests/podman: the image built and the manifests played (rootful podman 4.3, runc,
+  # CNI bridge, catatonit as the pod's PID 1; the base image made with debootstrap)
+  podman runc catatonit containernetworking-plugins debootstrap python3-yaml
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -17,6 +17,7 @@
 #include "heap/heap.h"
 #include "offcpu/offcpu.h"
 #include "procfs/procfs.h"
+#include "refusal.h"
 #include "store/store.h"
 #include "symbolize/symbolize.h"
 #include "threads/threads.h"
@@ -28,6 +29,25 @@
 #define THREADCREATE_MAX 65536
 
 enum consumer { C_CPU = 0, C_HEAP, C_OFFCPU, C_SNAPSHOT, C__COUNT };
+
+/* What each collector can do; reported in /metrics, on the index page and by its endpoints. */
+enum coll { COLL_CPU = 0, COLL_HEAP, COLL_OFFCPU, COLL_THREADS, COLL__COUNT };
+enum coll_state { CS_OK = 0, CS_DISABLED, CS_UNAVAILABLE };
+
+static const char *const coll_names[COLL__COUNT] = { "cpu", "heap", "offcpu", "threads" };
+static const char *const coll_profiles[COLL__COUNT] = { "profile", "heap allocs",
+							"block mutex threadcreate", "goroutine" };
+static const char *const coll_state_names[] = { "ok", "disabled", "unavailable" };
+/* What an unavailable collector takes away, for the log line. */
+static const char *const coll_loses[COLL__COUNT] = { "CPU profiles", "heap and allocs profiles",
+						     "block, mutex and threadcreate profiles",
+						     "goroutine dumps" };
+
+struct coll_status {
+	enum coll_state state;
+	bool from_attach; /* unavailable because every attach was refused (may recover) */
+	char reason[512];
+};
 
 struct target {
 	pid_t pid;
@@ -43,6 +63,7 @@ struct target {
 	bool heap_reattach;
 	bool cpu_attached;
 	bool offcpu_attached;
+	bool cpu_refusal_logged; /* a refused CPU attach is retried each pass, logged once */
 };
 
 struct pending_detach {
@@ -127,6 +148,11 @@ struct pp_agent {
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	uint64_t last_memstats_ns;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
+	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
+	struct coll_status coll[COLL__COUNT];
+	struct pp_refusal_env renv;
+	pid_t infra_pids[16]; /* infrastructure processes already logged as left out */
+	size_t infra_logged;
 	char heap_disabled_reason[160];
 	char offcpu_disabled_reason[160];
 	char cpu_disabled_reason[160];
@@ -145,6 +171,89 @@ static char *strfmt(const char *fmt, ...)
 		return NULL;
 	}
 	return pp_buf_steal(&b, NULL);
+}
+
+/* ---- collector states ---- */
+
+/* Marks c unavailable; logs once per change of reason, with the fix. */
+static void coll_refused(struct pp_agent *a, enum coll c, const char *reason, bool from_attach)
+{
+	pthread_mutex_lock(&a->state_lock);
+	struct coll_status *st = &a->coll[c];
+	bool changed = st->state != CS_UNAVAILABLE || strcmp(st->reason, reason);
+	st->state = CS_UNAVAILABLE;
+	st->from_attach = from_attach;
+	snprintf(st->reason, sizeof(st->reason), "%s", reason);
+	pthread_mutex_unlock(&a->state_lock);
+	if (changed)
+		pp_warn("%s: %s unavailable: %s", coll_names[c], coll_loses[c], reason);
+}
+
+/* An attach worked: a collector refused only at attach time is available again. */
+static void coll_attached(struct pp_agent *a, enum coll c)
+{
+	pthread_mutex_lock(&a->state_lock);
+	struct coll_status *st = &a->coll[c];
+	bool back = st->state == CS_UNAVAILABLE && st->from_attach;
+	if (back) {
+		st->state = CS_OK;
+		st->reason[0] = '\0';
+	}
+	pthread_mutex_unlock(&a->state_lock);
+	if (back)
+		pp_info("%s: %s available again", coll_names[c], coll_loses[c]);
+}
+
+static bool coll_is_unavailable(struct pp_agent *a, enum coll c)
+{
+	pthread_mutex_lock(&a->state_lock);
+	bool r = a->coll[c].state == CS_UNAVAILABLE;
+	pthread_mutex_unlock(&a->state_lock);
+	return r;
+}
+
+static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, int err,
+			     bool from_attach)
+{
+	char why[512];
+	pp_refusal__explain(sys, err, &a->renv, why, sizeof(why));
+	coll_refused(a, c, why, from_attach);
+}
+
+/*
+ * No target could be given uprobes. The syscalls behind them are probed
+ * again to tell the kernel's refusal from files podprof may not open.
+ */
+static void heap_refused_everywhere(struct pp_agent *a, int err)
+{
+	char why[512];
+	int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
+	int berr = pp_refusal__probe(PP_SYS_BPF);
+	if (berr < 0 || perr < 0) {
+		coll_refused_err(a, COLL_HEAP, berr < 0 ? PP_SYS_BPF : PP_SYS_PERF_EVENT_OPEN,
+				 berr < 0 ? berr : perr, true);
+		return;
+	}
+	snprintf(why, sizeof(why),
+		 "attaching uprobes to the targets: %s (podprof cannot open the application's "
+		 "files: add SYS_PTRACE, or DAC_READ_SEARCH for files only their owner may read)",
+		 strerror(-err));
+	coll_refused(a, COLL_HEAP, why, true);
+}
+
+static enum coll coll_of_kind(enum pp_profile_kind kind)
+{
+	switch (kind) {
+	case PP_PROFILE_CPU:
+		return COLL_CPU;
+	case PP_PROFILE_HEAP:
+	case PP_PROFILE_ALLOCS:
+		return COLL_HEAP;
+	case PP_PROFILE_GOROUTINE:
+		return COLL_THREADS;
+	default:
+		return COLL_OFFCPU;
+	}
 }
 
 /* ---- targets ---- */
@@ -180,12 +289,20 @@ static void target_detach(struct pp_agent *a, struct target *t)
 	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
 }
 
-/* Called without a->lock. Failures are logged as warnings on the last try only. */
-static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try)
+/*
+ * Called without a->lock. Failures are logged as warnings on the last try
+ * only; *ret_err gets refusals (EPERM, EACCES), which the caller reports as
+ * the collector's state when no target could be attached.
+ */
+static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try,
+			int *ret_err)
 {
+	*ret_err = 0;
 	if (!a->heap)
 		return false;
 	int r = pp_heap_tracer__attach(a->heap, pid);
+	if (pp_refusal__is_refusal(r))
+		*ret_err = r;
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
 		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
@@ -230,14 +347,46 @@ static int register_process(struct pp_agent *a, const struct pp_proc_info *info,
 	return r;
 }
 
+/*
+ * Processes a pod runs that never execute application code: the pause
+ * process that holds a Kubernetes pod's namespaces (PID 1 with
+ * shareProcessNamespace), podman's catatonit, and the init shims that only
+ * reap and forward signals. Left out of the default targets; a selector in
+ * targets: still picks them.
+ */
+static bool infra_process(const struct pp_proc_info *info)
+{
+	static const char *const names[] = { "pause",	    "catatonit", "tini",
+					     "tini-static", "dumb-init", "docker-init" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(info->comm, names[i]))
+			return true;
+	return false;
+}
+
 static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 {
 	if (info->kernel_thread)
 		return -1;
 	if (info->pid == a->self && !a->cfg->discovery.include_self)
 		return -1;
-	if (a->cfg->n_targets == 0)
-		return 0;
+	if (a->cfg->n_targets == 0) {
+		if (!infra_process(info))
+			return 0;
+		pthread_mutex_lock(&a->lock);
+		bool first = a->infra_logged < ARRAY_SIZE(a->infra_pids);
+		for (size_t i = 0; i < a->infra_logged && i < ARRAY_SIZE(a->infra_pids); i++)
+			first &= a->infra_pids[i] != info->pid;
+		if (first)
+			a->infra_pids[a->infra_logged++] = info->pid;
+		pthread_mutex_unlock(&a->lock);
+		if (first)
+			pp_info("target: pid %d (%s) left out: the pod's infrastructure process, "
+				"no "
+				"application code (a targets: entry selects it explicitly)",
+				info->pid, info->comm);
+		return -1;
+	}
 	for (size_t i = 0; i < a->cfg->n_targets; i++)
 		if (pp_selector__match(&a->cfg->targets[i], info) == 1)
 			return (int)i;
@@ -353,13 +502,29 @@ static void attach_pass(struct pp_agent *a)
 	}
 	pthread_mutex_unlock(&a->lock);
 
+	int cpu_refused = 0, heap_refused = 0;
+	bool cpu_any = false, heap_any = false;
 	for (size_t i = 0; i < n; i++) {
 		struct attach_req *r = &reqs[i];
 		bool cpu_ok = false, off_ok = false, heap_ok = false;
 		if (r->cpu) {
 			int e = pp_cpu_sampler__add_process(a->cpu, r->pid);
 			cpu_ok = e == 0;
-			if (e < 0 && e != -ESRCH) {
+			if (pp_refusal__is_refusal(e)) {
+				/* Retried each pass; said once per pid, and as the state. */
+				cpu_refused = e;
+				pthread_mutex_lock(&a->lock);
+				struct target *t = target_find(a, r->pid);
+				bool first = t && !t->cpu_refusal_logged;
+				if (t)
+					t->cpu_refusal_logged = true;
+				pthread_mutex_unlock(&a->lock);
+				if (first)
+					a->attach_errors++;
+				if (first && !coll_is_unavailable(a, COLL_CPU))
+					pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid,
+						r->comm, strerror(-e));
+			} else if (e < 0 && e != -ESRCH) {
 				a->attach_errors++;
 				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
 					strerror(-e));
@@ -369,8 +534,12 @@ static void attach_pass(struct pp_agent *a)
 			off_ok = pp_offcpu__add_process(a->offcpu, r->pid) == 0;
 		if (r->heap_detach_first)
 			pp_heap_tracer__detach(a->heap, r->pid);
-		if (r->heap)
-			heap_ok = heap_attach(a, r->pid, r->comm, r->final_heap_try);
+		if (r->heap) {
+			int e = 0;
+			heap_ok = heap_attach(a, r->pid, r->comm, r->final_heap_try, &e);
+			if (e)
+				heap_refused = e;
+		}
 
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, r->pid);
@@ -380,6 +549,8 @@ static void attach_pass(struct pp_agent *a)
 			t->heap_attached |= heap_ok;
 			if (r->heap && !heap_ok)
 				t->heap_attempts++;
+			cpu_any |= cpu_ok;
+			heap_any |= heap_ok;
 		} else {
 			/* It went away meanwhile: undo. */
 			struct target gone = { .pid = r->pid,
@@ -392,6 +563,25 @@ static void attach_pass(struct pp_agent *a)
 	}
 	free(reqs);
 	run_pending_detaches(a);
+
+	/* A collector is refused when no target at all could be attached. */
+	if (cpu_any)
+		coll_attached(a, COLL_CPU);
+	if (heap_any)
+		coll_attached(a, COLL_HEAP);
+	if (cpu_refused || heap_refused) {
+		bool cpu_some = false, heap_some = false;
+		pthread_mutex_lock(&a->lock);
+		for (size_t i = 0; i < a->n_targets; i++) {
+			cpu_some |= a->targets[i].cpu_attached;
+			heap_some |= a->targets[i].heap_attached;
+		}
+		pthread_mutex_unlock(&a->lock);
+		if (cpu_refused && !cpu_some)
+			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, cpu_refused, true);
+		if (heap_refused && !heap_some)
+			heap_refused_everywhere(a, heap_refused);
+	}
 }
 
 static void target_remove_at(struct pp_agent *a, size_t i)
@@ -1331,6 +1521,8 @@ static uint64_t self_rss_kb(void)
 	return ps.vm_rss_kb;
 }
 
+static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
+
 static int src_metrics(void *ctx, struct pp_buf *o)
 {
 	struct source_ctx *sc = ctx;
@@ -1453,6 +1645,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_symbolizer__stats(a->sym, &sy);
 	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
 	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
+	collector_metrics(a, o);
 #undef C
 #undef G
 	return 0;
@@ -1463,6 +1656,68 @@ static bool src_healthy(void *ctx, struct pp_buf *msg)
 	struct source_ctx *sc = ctx;
 	pp_buf_puts(msg, atomic_load(&sc->a->stop) ? "stopping" : "ok");
 	return !atomic_load(&sc->a->stop);
+}
+
+static bool src_available(void *ctx, enum pp_profile_kind kind, struct pp_buf *msg)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+	enum coll c = coll_of_kind(kind);
+	pthread_mutex_lock(&a->state_lock);
+	bool ok = a->coll[c].state != CS_UNAVAILABLE;
+	if (!ok)
+		pp_buf_puts(msg, a->coll[c].reason);
+	pthread_mutex_unlock(&a->state_lock);
+	return ok;
+}
+
+static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t max)
+{
+	struct source_ctx *sc = ctx;
+	struct pp_agent *a = sc->a;
+	size_t n = 0;
+	pthread_mutex_lock(&a->state_lock);
+	for (int c = 0; c < COLL__COUNT && n < max; c++, n++) {
+		ret[n].name = coll_names[c];
+		ret[n].profiles = coll_profiles[c];
+		ret[n].state = coll_state_names[a->coll[c].state];
+		snprintf(ret[n].reason, sizeof(ret[n].reason), "%s", a->coll[c].reason);
+	}
+	pthread_mutex_unlock(&a->state_lock);
+	return n;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void put_label(struct pp_buf *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			pp_buf_printf(o, "\\%c", *v);
+		else if (*v == '\n')
+			pp_buf_puts(o, "\\n");
+		else
+			pp_buf_append(o, v, 1);
+	}
+}
+
+static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
+{
+	pp_buf_puts(o, "# HELP podprof_collector_up 1 when the collector works, 0 when the kernel "
+		       "refused what it needs or the config disabled it.\n"
+		       "# TYPE podprof_collector_up gauge\n");
+	pthread_mutex_lock(&a->state_lock);
+	for (int c = 0; c < COLL__COUNT; c++)
+		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", coll_names[c],
+			      a->coll[c].state == CS_OK);
+	pp_buf_puts(o, "# HELP podprof_collector_state The collector's state (ok, disabled, "
+		       "unavailable) and why.\n# TYPE podprof_collector_state gauge\n");
+	for (int c = 0; c < COLL__COUNT; c++) {
+		pp_buf_printf(o, "podprof_collector_state{collector=\"%s\",state=\"%s\",reason=\"",
+			      coll_names[c], coll_state_names[a->coll[c].state]);
+		put_label(o, a->coll[c].reason);
+		pp_buf_puts(o, "\"} 1\n");
+	}
+	pthread_mutex_unlock(&a->state_lock);
 }
 
 const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)
@@ -1485,6 +1740,8 @@ const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)
 		.symbol = src_symbol,
 		.metrics = src_metrics,
 		.healthy = src_healthy,
+		.available = src_available,
+		.collectors = src_collectors,
 	};
 	return &sc->src;
 }
@@ -1542,7 +1799,13 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->snapshot_lock, NULL);
 	pthread_mutex_init(&a->win_lock, NULL);
+	pthread_mutex_init(&a->state_lock, NULL);
 	check_caps(a);
+	pp_refusal_env__read(&a->renv);
+	a->coll[COLL_CPU].state = a->cfg->cpu.enabled ? CS_OK : CS_DISABLED;
+	a->coll[COLL_HEAP].state = a->cfg->heap.enabled ? CS_OK : CS_DISABLED;
+	a->coll[COLL_OFFCPU].state = a->cfg->offcpu.enabled ? CS_OK : CS_DISABLED;
+	a->coll[COLL_THREADS].state = a->cfg->threads.enabled ? CS_OK : CS_DISABLED;
 
 	struct pp_symbolizer_opts so = { .cache_bytes = a->cfg->limits.symbol_cache_bytes };
 	a->sym = pp_symbolizer__new(&so);
@@ -1567,11 +1830,22 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.user_callchain = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
 		};
 		a->cpu = pp_cpu_sampler__new(&co, on_cpu_sample, a);
+		int e = errno;
+		int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
 		if (!a->cpu) {
-			snprintf(a->cpu_disabled_reason, sizeof(a->cpu_disabled_reason), "%s",
-				 strerror(errno));
-			pp_warn("cpu: sampler unavailable (%s): CPU profiles will be empty",
-				strerror(errno));
+			/* The sampler needs both per-CPU perf events and its BPF program. */
+			int berr = pp_refusal__probe(PP_SYS_BPF);
+			snprintf(a->cpu_disabled_reason, sizeof(a->cpu_disabled_reason),
+				 "CPU sampler could not start (%s)", strerror(e));
+			if (perr < 0)
+				coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, perr, false);
+			else if (berr < 0)
+				coll_refused_err(a, COLL_CPU, PP_SYS_BPF, berr, false);
+			else
+				coll_refused(a, COLL_CPU, a->cpu_disabled_reason, false);
+		} else if (perr < 0) {
+			/* The sampler stays: targets are tried again, silently, each pass. */
+			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, perr, true);
 		}
 	}
 	if (a->cfg->heap.enabled) {
@@ -1584,11 +1858,15 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 		};
 		a->heap = pp_heap_tracer__new(&ho, on_heap_event, a);
 		if (!a->heap) {
+			int e = errno;
+			int berr = pp_refusal__probe(PP_SYS_BPF);
 			snprintf(a->heap_disabled_reason, sizeof(a->heap_disabled_reason),
-				 "BPF heap tracer could not load (%s)%s", strerror(errno),
+				 "BPF heap tracer could not load (%s)%s", strerror(e),
 				 a->caps_bpf ? "" : "; CAP_BPF missing");
-			pp_warn("heap: %s: heap and allocs profiles will be empty",
-				a->heap_disabled_reason);
+			if (berr < 0)
+				coll_refused_err(a, COLL_HEAP, PP_SYS_BPF, berr, false);
+			else
+				coll_refused(a, COLL_HEAP, a->heap_disabled_reason, false);
 		}
 	}
 	if (a->cfg->offcpu.enabled) {
@@ -1600,11 +1878,14 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 		};
 		a->offcpu = pp_offcpu__new(&oo, on_offcpu_event, a);
 		if (!a->offcpu) {
-			snprintf(a->offcpu_disabled_reason, sizeof(a->offcpu_disabled_reason), "%s",
-				 strerror(errno));
-			pp_warn("offcpu: tracer unavailable (%s): block, mutex and threadcreate "
-				"profiles will be empty",
-				strerror(errno));
+			int e = errno;
+			int berr = pp_refusal__probe(PP_SYS_BPF);
+			snprintf(a->offcpu_disabled_reason, sizeof(a->offcpu_disabled_reason),
+				 "BPF off-CPU tracer could not load (%s)", strerror(e));
+			if (berr < 0)
+				coll_refused_err(a, COLL_OFFCPU, PP_SYS_BPF, berr, false);
+			else
+				coll_refused(a, COLL_OFFCPU, a->offcpu_disabled_reason, false);
 		}
 	}
 	return a;
@@ -1739,6 +2020,7 @@ void pp_agent__free(struct pp_agent *a)
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->snapshot_lock);
 	pthread_mutex_destroy(&a->win_lock);
+	pthread_mutex_destroy(&a->state_lock);
 	free(a->pend);
 	free(a);
 }

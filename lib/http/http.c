@@ -328,6 +328,24 @@ static int wait_window(struct call *x, unsigned secs)
 	}
 }
 
+/* 500 "Could not enable CPU profiling: ..." when the source says kind's collector is refused. */
+static bool refuse_unavailable(struct call *x, enum pp_profile_kind kind, enum MHD_Result *ret)
+{
+	const struct pp_http_source *src = &x->s->src;
+	struct pp_buf why = { .max = 4096 };
+	struct pp_buf msg = { .max = 8192 };
+
+	if (!src->available || src->available(src->ctx, kind, &why))
+		return false;
+	int r = pp_buf_printf(&msg, "Could not enable %s profiling: %s",
+			      kind == PP_PROFILE_CPU ? "CPU" : pp_profile_kind__name(kind),
+			      why.data ? why.data : "collector unavailable");
+	*ret = r < 0 ? send_errno(x, -ENOMEM) : send_error(x, 500, msg.data);
+	pp_buf_free(&why);
+	pp_buf_free(&msg);
+	return true;
+}
+
 /* A CPU window or a delta: begin, wait, render against the base, release. */
 static enum MHD_Result serve_window(struct call *x, enum pp_profile_kind kind, unsigned secs,
 				    const char *filename)
@@ -337,10 +355,13 @@ static enum MHD_Result serve_window(struct call *x, enum pp_profile_kind kind, u
 	char disp[96];
 	const char *hdrs[] = { "Content-Disposition", disp, NULL };
 	void *base = NULL;
+	enum MHD_Result refused;
 	int r;
 
 	if (!src->begin || !src->render)
 		return send_errno(x, -EOPNOTSUPP);
+	if (refuse_unavailable(x, kind, &refused))
+		return refused;
 	r = src->begin(src->ctx, kind, &base);
 	if (r < 0)
 		return send_errno(x, r);
@@ -412,6 +433,11 @@ static enum MHD_Result serve_kind(struct call *x, enum pp_profile_kind kind)
 
 	if (!src->render)
 		return send_errno(x, -EOPNOTSUPP);
+	{
+		enum MHD_Result refused;
+		if (refuse_unavailable(x, kind, &refused))
+			return refused;
+	}
 	/* Go treats any non-zero debug as text; our renderers know 0, 1 and 2. */
 	if (debug < 0)
 		debug = 1;
@@ -517,8 +543,16 @@ static enum MHD_Result serve_index(struct call *x)
 		r |= pp_buf_puts(&b, "<tr><td>");
 		if (n >= 0)
 			r |= pp_buf_printf(&b, "%ld", n);
-		r |= pp_buf_printf(&b, "</td><td><a href='%s?debug=1'>%s</a></td>", e->name,
-				   e->name);
+		r |= pp_buf_printf(&b, "</td><td><a href='%s?debug=1'>%s</a>", e->name, e->name);
+		if (e->kind >= 0 && src->available) {
+			struct pp_buf why = { .max = 4096 };
+			if (!src->available(src->ctx, (enum pp_profile_kind)e->kind, &why)) {
+				r |= pp_buf_puts(&b, " <b>unavailable</b>: ");
+				r |= html_escape(&b, why.data ? why.data : "");
+			}
+			pp_buf_free(&why);
+		}
+		r |= pp_buf_puts(&b, "</td>");
 		if (e->kind >= 0)
 			r |= pp_buf_printf(&b, "<td><a href='ui/?profile=%s'>flame graph</a></td>",
 					   e->name);
@@ -531,7 +565,26 @@ static enum MHD_Result serve_index(struct call *x)
 	for (size_t i = 0; i < ARRAY_SIZE(index_entries); i++)
 		r |= pp_buf_printf(&b, "<li><div class=profile-name>%s: </div> %s</li>\n",
 				   index_entries[i].name, index_entries[i].desc);
-	r |= pp_buf_puts(&b, "</ul>\n</p>\n</body>\n</html>\n");
+	r |= pp_buf_puts(&b, "</ul>\n</p>\n");
+	if (src->collectors) {
+		struct pp_http_collector cs[8];
+		size_t nc = src->collectors(src->ctx, cs, ARRAY_SIZE(cs));
+		r |= pp_buf_puts(&b, "<p>\nCollectors:\n<table>\n<thead><td>Collector</td>"
+				     "<td>Profiles</td><td>State</td><td>Reason</td></thead>\n");
+		for (size_t i = 0; i < nc && i < ARRAY_SIZE(cs); i++) {
+			r |= pp_buf_puts(&b, "<tr><td>");
+			r |= html_escape(&b, cs[i].name);
+			r |= pp_buf_puts(&b, "</td><td>");
+			r |= html_escape(&b, cs[i].profiles);
+			r |= pp_buf_puts(&b, "</td><td>");
+			r |= html_escape(&b, cs[i].state);
+			r |= pp_buf_puts(&b, "</td><td>");
+			r |= html_escape(&b, cs[i].reason);
+			r |= pp_buf_puts(&b, "</td></tr>\n");
+		}
+		r |= pp_buf_puts(&b, "</table>\n</p>\n");
+	}
+	r |= pp_buf_puts(&b, "</body>\n</html>\n");
 	if (r) {
 		pp_buf_free(&b);
 		return send_errno(x, -ENOMEM);

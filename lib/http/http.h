@@ -34,6 +34,14 @@ const char *pp_profile_kind__name(enum pp_profile_kind k);
 /* -1 if unknown */
 int pp_profile_kind__from_name(const char *name);
 
+/* A collector's state, for the index page. */
+struct pp_http_collector {
+	const char *name; /* "cpu" */
+	const char *profiles; /* "profile" */
+	const char *state; /* "ok", "disabled" (by the config), "unavailable" */
+	char reason[512]; /* why it is unavailable and the fix; "" otherwise */
+};
+
 /*
  * What the server serves. Every callback is called from HTTP worker
  * threads, concurrently, and must be thread-safe. Return 0 or -errno; on
@@ -64,6 +72,16 @@ struct pp_http_source {
 	int (*metrics)(void *ctx, struct pp_buf *out);
 	/* true = healthy; msg gets a short status text either way. */
 	bool (*healthy)(void *ctx, struct pp_buf *msg);
+	/*
+	 * NULL, or false when kind cannot be served because the kernel refused
+	 * what its collector needs; msg gets why and the fix (one line). The
+	 * server then answers 500 "Could not enable <kind> profiling: <msg>"
+	 * (Go's answer when it cannot start the CPU profiler) instead of an
+	 * empty profile, for every client and every debug= value.
+	 */
+	bool (*available)(void *ctx, enum pp_profile_kind kind, struct pp_buf *msg);
+	/* NULL, or fills up to max collector states for the index page; returns how many. */
+	size_t (*collectors)(void *ctx, struct pp_http_collector *ret, size_t max);
 };
 
 /* A zero limit means its default: 64 connections, 65536 bytes, 30 s, 300 s. */

@@ -1079,14 +1079,33 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		if (o->comments[i])
 			pp_pprof__add_comment(rc.pp, o->comments[i]);
 
-	/* The main executable of the first process is mapping 1. */
-	for (size_t i = 0; i < st->n_procs; i++) {
-		struct st_proc *p = &st->procs[i];
-		if (in_group(st, (uint32_t)i, o->group) && p->exe_mapping >= 0 &&
-		    (p->alive || i + 1 == st->n_procs)) {
-			render_mapping(&rc, (uint32_t)i, p->exe_mapping);
-			break;
+	/*
+	 * Mapping 1 is the main executable of the process with the most
+	 * samples in this profile (the application, not a wrapper or an init
+	 * shim), else of the first live process.
+	 */
+	{
+		int64_t *weight = calloc(st->n_procs ? st->n_procs : 1, sizeof(*weight));
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; weight && i < st->n_stacks; i++) {
+			const struct st_stack *s = &st->stacks[i];
+			if (s->kind != sk || s->proc >= st->n_procs)
+				continue;
+			int64_t v[NVALS];
+			stack_values(st, i, o->base, v);
+			weight[s->proc] += v[0] < 0 ? -v[0] : v[0];
 		}
+		for (size_t i = 0; i < st->n_procs; i++) {
+			struct st_proc *p = &st->procs[i];
+			if (!in_group(st, (uint32_t)i, o->group) || p->exe_mapping < 0 ||
+			    !(p->alive || i + 1 == st->n_procs))
+				continue;
+			if (best == SIZE_MAX || (weight && weight[i] > weight[best]))
+				best = i;
+		}
+		free(weight);
+		if (best != SIZE_MAX)
+			render_mapping(&rc, (uint32_t)best, st->procs[best].exe_mapping);
 	}
 
 	for (size_t i = 0; i < st->n_stacks; i++) {

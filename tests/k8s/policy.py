@@ -70,8 +70,13 @@ def check_sidecar(c, where, native_ok=True):
         errs.append(f"{where}: runAsNonRoot true contradicts runAsUser 0")
     if sc.get("readOnlyRootFilesystem") is not True:
         errs.append(f"{where}: readOnlyRootFilesystem must be true")
-    if (sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
-        errs.append(f"{where}: seccompProfile.type must be RuntimeDefault")
+    sp = sc.get("seccompProfile") or {}
+    if sp.get("type") == "Localhost":
+        # deploy/seccomp/podprof.json installed on the node (CRI-O, OpenShift, podman)
+        if not sp.get("localhostProfile"):
+            errs.append(f"{where}: seccompProfile Localhost needs localhostProfile")
+    elif sp.get("type") != "RuntimeDefault":
+        errs.append(f"{where}: seccompProfile.type must be RuntimeDefault or Localhost")
     caps = sc.get("capabilities") or {}
     drop = caps.get("drop") or []
     add = caps.get("add") or []

@@ -204,7 +204,14 @@ profiles.grafana.com/{{ . }}.path: /debug/pprof/{{ get $paths . }}
         - {{ . }}
         {{- end }}
     seccompProfile:
+      {{- $sp := $v.seccompProfile | default dict }}
+      {{- if eq ($sp.type | default "RuntimeDefault") "Localhost" }}
+      # deploy/seccomp/podprof.json, installed on the node (values.yaml).
+      type: Localhost
+      localhostProfile: {{ $sp.localhostProfile | default "podprof.json" | quote }}
+      {{- else }}
       type: RuntimeDefault
+      {{- end }}
   volumeMounts:
     - name: podprof-config
       mountPath: /etc/podprof

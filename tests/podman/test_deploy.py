@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The real deployment: the image built from deploy/Containerfile on a
+locally debootstrapped Debian 12 base, the project's own manifests (the
+chart's and kustomize's output) played with `podman kube play`, and CPU,
+heap, goroutine and block profiles fetched from the pod by go tool pprof.
+
+podman 4.3 does not run native sidecars (an init container with
+restartPolicy: Always never finishes), so podprof is played as an ordinary
+container: the chart renders that for Kubernetes < 1.29, and the kustomize
+output gets the same move here. The host settings podman needs on this
+machine live in containers.conf (CONTAINERS_CONF), not in /etc.
+
+Scenarios:
+  default seccomp (RuntimeDefault): podman's profile allows bpf and
+    perf_event_open only with CAP_SYS_ADMIN. podprof must refuse the CPU and
+    heap profiles with a 500 naming seccomp and deploy/seccomp/podprof.json,
+    and show the states in /metrics.
+  deploy/seccomp/podprof.json (Localhost): every profile works.
+
+Exits 77 (skip, with the reason) only where podman cannot run at all."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from harness import Skip, check, decode, go_pprof, log  # noqa: E402
+
+BASE = "localhost/podprof-base:bookworm"
+IMAGE = "localhost/podprof:0.1.0"  # what the manifests' "podprof:0.1.0" resolves to
+ENV = dict(os.environ, CONTAINERS_CONF=os.path.join(HERE, "containers.conf"))
+ENV.pop("CONTAINERS_STORAGE_CONF", None)
+
+
+def skip(reason):
+    print("SKIP: " + reason, flush=True)
+    sys.exit(77)
+
+
+def sh(argv, timeout=120, ok=True, **kw):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                       timeout=timeout, **kw)
+    if ok and r.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (" ".join(argv), r.returncode,
+                             r.stdout.decode(errors="replace")[-2000:],
+                             r.stderr.decode(errors="replace")[-3000:]))
+    return r
+
+
+def podman_usable():
+    if not shutil.which("podman"):
+        skip("podman not installed (Debian package podman; scripts/install-deps.sh installs it)")
+    if os.geteuid() != 0:
+        skip("rootless: the pod needs CAP_BPF and CAP_PERFMON, which only rootful podman grants")
+    r = subprocess.run(["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"], env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    if r.returncode != 0:
+        skip("podman cannot run here: " + r.stderr.decode(errors="replace").strip()[-500:])
+
+
+def images():
+    t0 = time.time()
+    if sh(["podman", "image", "exists", BASE], ok=False).returncode != 0 and not shutil.which("debootstrap"):
+        skip("no base image and no debootstrap to make one")
+    sh([os.path.join(HERE, "base-image.sh"), BASE], timeout=900)
+    t1 = time.time()
+    key = source_key()
+    have = sh(["podman", "image", "inspect", "-f", '{{index .Labels "podprof.src"}}', IMAGE], ok=False)
+    if have.returncode == 0 and have.stdout.decode().strip() == key:
+        log("images: cached (base and podprof image for source %s)" % key)
+        return
+    old = sh(["podman", "image", "inspect", "-f", "{{.Id}}", IMAGE], ok=False).stdout.decode().strip()
+    sh(["podman", "build", "--label", "podprof.src=" + key, "--pull=never", "--network=host", "--layers", "-q",
+        "-f", "deploy/Containerfile", "--build-arg", "BASE_IMAGE=" + BASE,
+        "--build-arg", "RUNTIME_IMAGE=" + BASE, "-t", IMAGE, "."], timeout=1200, cwd=ROOT)
+    size = sh(["podman", "image", "inspect", "-f", "{{.Size}}", IMAGE]).stdout.decode().strip()
+    new = sh(["podman", "image", "inspect", "-f", "{{.Id}}", IMAGE]).stdout.decode().strip()
+    if old and old != new:
+        sh(["podman", "rmi", old], ok=False)  # the replaced image; the layer cache stays
+    log("images: base %.0fs, podprof image %.0fs (%.0f MB)" % (t1 - t0, time.time() - t1,
+                                                               int(size) / 1e6))
+
+
+def source_key():
+    """Hash of everything the image build reads (the Containerfile's COPY lines)."""
+    import hashlib
+    h = hashlib.sha256()
+    paths = ["deploy/Containerfile", "meson.build", "meson_options.txt"]
+    for top in ("bpf", "lib", "cmd", "bench"):
+        for d, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            paths += [os.path.relpath(os.path.join(d, f), ROOT) for f in sorted(files)]
+    for p in paths:
+        h.update(p.encode() + b"\0")
+        with open(os.path.join(ROOT, p), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def tool(name):
+    p = os.path.join(ROOT, ".tools", "bin", name)
+    if not os.path.exists(p):
+        r = subprocess.run([os.path.join(ROOT, "tests", "k8s", "setup-tools.sh")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+        if r.returncode != 0 or not os.path.exists(p):
+            raise AssertionError("%s unavailable (tests/k8s/setup-tools.sh): %s" %
+                                 (name, r.stderr.decode(errors="replace")[-800:]))
+    return p
+
+
+def yaml_docs(text):
+    import yaml
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def for_podman(docs, seccomp):
+    """What podman 4.3 needs that a cluster does not: only the kinds it plays,
+    podprof as an ordinary container, the demo app on the local base image,
+    and the seccomp choice as the annotation podman reads (it ignores the
+    securityContext.seccompProfile field)."""
+    out = []
+    for d in docs:
+        if d.get("kind") not in ("Deployment", "ConfigMap"):
+            continue
+        if d["kind"] == "Deployment":
+            tpl = d["spec"]["template"]
+            spec = tpl["spec"]
+            for ic in list(spec.get("initContainers") or []):
+                if ic.get("restartPolicy") == "Always":
+                    spec["initContainers"].remove(ic)
+                    del ic["restartPolicy"]
+                    spec["containers"].append(ic)
+            if not spec.get("initContainers"):
+                spec.pop("initContainers", None)
+            names = [c["name"] for c in spec["containers"]]
+            check("podprof" in names, "no podprof container in %s" % names)
+            for c in spec["containers"]:
+                if c["name"] != "podprof":
+                    c["image"] = BASE
+                else:
+                    sp = c["securityContext"].get("seccompProfile", {})
+                    check(sp.get("type") == seccomp, "manifest seccomp %s, want %s" % (sp, seccomp))
+                    caps = c["securityContext"]["capabilities"]
+                    check(caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_PTRACE"]},
+                          "capabilities %s" % caps)
+                    if seccomp == "Localhost":
+                        ann = tpl["metadata"].setdefault("annotations", {})
+                        ann["container.seccomp.security.alpha.kubernetes.io/podprof"] = \
+                            "localhost/" + sp["localhostProfile"]
+            check(spec.get("shareProcessNamespace") is True, "shareProcessNamespace not set")
+        out.append(d)
+    return out
+
+
+class Pod:
+    def __init__(self, name, docs):
+        import yaml
+        self.name = name
+        fd, self.file = tempfile.mkstemp(prefix="podprof-kube-", suffix=".yaml")
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump_all(docs, f)
+        dep = [d for d in docs if d["kind"] == "Deployment"][0]
+        self.pod = dep["metadata"]["name"] + "-pod-0"  # podman's name for a Deployment's pod
+        self.ctr = self.pod + "-podprof"
+        sh(["podman", "kube", "play", "--down", self.file], ok=False)
+        t0 = time.time()
+        try:
+            self._up()
+        except BaseException:
+            self.down()
+            raise
+        log("%s: pod up in %.1fs" % (name, time.time() - t0))
+
+    def _up(self):
+        sh(["podman", "kube", "play", "--seccomp-profile-root",
+            os.path.join(ROOT, "deploy", "seccomp"), self.file], timeout=180)
+        infra = sh(["podman", "pod", "inspect", "-f", "{{.InfraContainerID}}", self.pod]).stdout.decode().strip()
+        ip = sh(["podman", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                 infra]).stdout.decode().strip()
+        check(re.match(r"^\d+\.\d+\.\d+\.\d+$", ip), "pod IP %r" % ip)
+        self.base = "http://%s:6060" % ip
+        self.wait_log(r"http: serving /debug/pprof/", 30)
+
+    def logs(self):
+        r = sh(["podman", "logs", self.ctr], ok=False)
+        return (r.stdout + r.stderr).decode(errors="replace")
+
+    def wait_log(self, pattern, timeout):
+        deadline = time.time() + timeout
+        while True:
+            text = self.logs()
+            if re.search(pattern, text):
+                return text
+            if time.time() > deadline:
+                raise AssertionError("%s: no %r in podprof's log:\n%s" % (self.name, pattern, text[-3000:]))
+            time.sleep(0.3)
+
+    def get(self, path, timeout=60):
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=timeout) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def down(self):
+        sh(["podman", "kube", "play", "--down", self.file], ok=False, timeout=120)
+        os.unlink(self.file)
+
+
+def metrics(pod):
+    st, _, body = pod.get("/metrics")
+    check(st == 200, "/metrics %d" % st)
+    return body.decode()
+
+
+def check_common(pod):
+    """The pause process (catatonit, PID 1) is no target."""
+    text = pod.wait_log(r"target: pid \d+ \((gzip|head|sh)\)", 30)
+    check(re.search(r"pid 1 \(catatonit\) left out", text), "catatonit not left out:\n" + text[-2000:])
+    check(not re.search(r"target: pid 1 \(\S+\) /", text), "PID 1 became a target:\n" + text[-2000:])
+
+
+def scenario_default_seccomp(docs):
+    pod = Pod("chart, RuntimeDefault seccomp", for_podman(docs, "RuntimeDefault"))
+    try:
+        check_common(pod)
+        st, hdr, body = pod.get("/debug/pprof/profile?seconds=2")
+        text = body.decode(errors="replace")
+        check(st == 500 and text.startswith("Could not enable CPU profiling: ") and
+              "seccomp" in text and "deploy/seccomp/podprof.json" in text,
+              "CPU under podman's default seccomp: %d %r" % (st, text[:400]))
+        st, _, body = pod.get("/debug/pprof/heap")
+        check(st == 500 and b"Could not enable heap profiling" in body, "heap: %d %r" % (st, body[:300]))
+        m = metrics(pod)
+        for c in ("cpu", "heap", "offcpu"):
+            check('podprof_collector_up{collector="%s"} 0' % c in m, "%s not down:\n%s" % (
+                c, "\n".join(l for l in m.splitlines() if "collector" in l)))
+        logs = pod.logs()
+        check(logs.count("CPU profiles unavailable") == 1, "CPU refusal not logged once:\n" + logs[-3000:])
+        log("default seccomp: refused as expected: " + text.strip()[:160])
+    finally:
+        pod.down()
+
+
+def top(url, *args):
+    return go_pprof("-top", *args, url, timeout=120)
+
+
+def scenario_podprof_seccomp(name, docs):
+    pod = Pod(name, for_podman(docs, "Localhost"))
+    try:
+        check_common(pod)
+        m = metrics(pod)
+        for c in ("cpu", "heap", "offcpu", "threads"):
+            check('podprof_collector_up{collector="%s"} 1' % c in m, "%s down with podprof.json:\n%s" % (
+                c, "\n".join(l for l in m.splitlines() if "collector" in l)))
+        time.sleep(1)
+        out = top(pod.base + "/debug/pprof/profile?seconds=3")
+        fm = re.search(r"^File: (\S+)", out, re.M)
+        check(fm and fm.group(1) != "catatonit", "main binary:\n" + out[:600])
+        check(fm.group(1) in ("gzip", "head", "dash", "sh"), "main binary %s not the app's" % fm.group(1))
+        check(re.search(r"Type: cpu", out) and re.search(r"Total samples = [1-9]", out),
+              "CPU profile:\n" + out[:800])
+        # The same profile decoded by our decoder: samples from the app's processes only.
+        st, _, body = pod.get("/debug/pprof/profile?seconds=2")
+        check(st == 200, "CPU status %d: %r" % (st, body[:200]))
+        prof = decode(body)
+        check(prof["check"] == "ok" and prof["samples"], "CPU profile invalid/empty: %s" % prof["check"])
+        files = {os.path.basename(mp["file"]) for mp in prof["mappings"]}
+        check("catatonit" not in files, "catatonit sampled: %s" % files)
+        check(files & {"gzip", "head"}, "no app binary in mappings %s" % files)
+        out = top(pod.base + "/debug/pprof/heap", "-sample_index=alloc_space")
+        check("Type: alloc_space" in out, "heap:\n" + out[:600])
+        out = top(pod.base + "/debug/pprof/goroutine")
+        check("Type: goroutine" in out and re.search(r"Showing nodes accounting for [1-9]", out),
+              "goroutine:\n" + out[:600])
+        out = top(pod.base + "/debug/pprof/block")
+        check("Type: delay" in out, "block:\n" + out[:600])
+        check(pod.logs().count("unavailable") == 0, "a collector is unavailable:\n" + pod.logs()[-2000:])
+        log("%s: cpu, heap, goroutine, block fetched with go tool pprof (File: %s)" % (name, fm.group(1)))
+    finally:
+        pod.down()
+
+
+def main():
+    podman_usable()
+    if not shutil.which("go"):
+        skip("go (golang-go) missing: the profiles are read with go tool pprof")
+    t0 = time.time()
+    try:
+        images()
+        helm, kubectl = tool("helm"), tool("kubectl")
+        values = ["--kube-version", "1.28.0", "--set", "demo.enabled=true", "--set", "listen=:6060"]
+        chart_default = yaml_docs(sh([helm, "template", "rel", os.path.join(ROOT, "charts", "podprof")] +
+                                     values).stdout.decode())
+        chart_local = yaml_docs(sh([helm, "template", "rel", os.path.join(ROOT, "charts", "podprof")] +
+                                   values + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
+        kust = yaml_docs(sh([kubectl, "kustomize", os.path.join(ROOT, "deploy")]).stdout.decode())
+        # kustomize output with the node's seccomp profile, as the README tells CRI-O users.
+        for d in kust:
+            for c in (d.get("spec", {}).get("template", {}).get("spec", {}).get("initContainers") or []) + \
+                    (d.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []):
+                if c.get("name") == "podprof":
+                    c["securityContext"]["seccompProfile"] = {"type": "Localhost",
+                                                              "localhostProfile": "podprof.json"}
+        scenario_default_seccomp(chart_default)
+        scenario_podprof_seccomp("chart, podprof.json", chart_local)
+        scenario_podprof_seccomp("kustomize, podprof.json", kust)
+    except AssertionError as e:
+        log("FAIL: %s" % e)
+        sys.exit(1)
+    log("podman-deploy passed in %.0fs" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
