@@ -1406,17 +1406,20 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 	if (!c)
 		return;
 	c[n++] = strfmt("podprof cpu: %" PRIu64 " samples, %" PRIu64 " lost (ring buffer full), "
-								     "%" PRIu64 " without user "
-										"stack, %" PRIu64
-			" children not tracked, %" PRIu64 " of %" PRIu64 " CPUs not sampled (event "
-									 "refused)",
+			"%" PRIu64 " without user "
+			"stack, %" PRIu64 " children not tracked, %" PRIu64 " of %" PRIu64 " CPUs "
+											   "not "
+											   "sampled"
+											   " ("
+											   "event "
+			"refused)",
 			got, lost, nostack, adopt, now.open_errors,
 			now.open_errors + now.events_open);
 	if (lost * 100 > (got + lost) * 2)
 		pp_warn("cpu: a profile window lost %" PRIu64 " of %" PRIu64 " samples (ring "
-									     "buffer full: "
-									     "podprof's CPU thread "
-									     "fell behind)",
+			"buffer full: "
+			"podprof's CPU thread "
+			"fell behind)",
 			lost, got + lost);
 	*ret = c;
 	*ret_n = n;
