@@ -1405,22 +1405,17 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 	c = calloc(2, sizeof(*c));
 	if (!c)
 		return;
-	c[n++] = strfmt("podprof cpu: %" PRIu64 " samples, %" PRIu64 " lost (ring buffer full), "
-			"%" PRIu64 " without user "
-			"stack, %" PRIu64 " children not tracked, %" PRIu64 " of %" PRIu64 " CPUs "
-											   "not "
-											   "sampled"
-											   " ("
-											   "event "
-			"refused)",
-			got, lost, nostack, adopt, now.open_errors,
-			now.open_errors + now.events_open);
+	c[n++] = strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
+			"%llu without user stack, %llu children not tracked, "
+			"%llu of %llu CPUs not sampled (event refused)",
+			(unsigned long long)got, (unsigned long long)lost,
+			(unsigned long long)nostack, (unsigned long long)adopt,
+			(unsigned long long)now.open_errors,
+			(unsigned long long)(now.open_errors + now.events_open));
 	if (lost * 100 > (got + lost) * 2)
-		pp_warn("cpu: a profile window lost %" PRIu64 " of %" PRIu64 " samples (ring "
-			"buffer full: "
-			"podprof's CPU thread "
-			"fell behind)",
-			lost, got + lost);
+		pp_warn("cpu: a window lost %llu of %llu samples (ring buffer full: the CPU "
+			"thread fell behind)",
+			(unsigned long long)lost, (unsigned long long)(got + lost));
 	*ret = c;
 	*ret_n = n;
 }
