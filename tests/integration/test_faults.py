@@ -6,6 +6,7 @@ a library in a loop, and start and end threads. podprof keeps serving valid
 profiles, picks up new processes, and leaks no file descriptors."""
 import os
 import signal
+import tempfile
 import threading
 import time
 
@@ -40,6 +41,10 @@ def names(prof):
 def test_killed_mid_window():
     wl = Workload([SPIN, "2"])
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199")
+    pp.wait_log(r"target: pid %d " % wl.pid, timeout=30)
+    # Everything podprof attaches on demand (off-CPU tracing) attached first.
+    for kind in ("heap", "allocs", "goroutine", "block", "mutex", "threadcreate"):
+        pp.profile("/debug/pprof/" + kind)
     base_fds = kernel_fds(pp.p.pid)
     res = {}
     track = CpuTrack(wl.pid)
@@ -69,11 +74,17 @@ def test_killed_mid_window():
 
 
 def test_exec():
-    # A shell that execs the spin workload after a second: same pid, new image.
-    wl = Workload(["sh", "-c", "sleep 1; exec %s 1" % SPIN], wait_line=False)
+    # A shell that execs the spin workload once podprof follows it: same pid,
+    # new image.
+    go = tempfile.mktemp(prefix="podprof-exec-")
+    wl = Workload(["sh", "-c", "while [ ! -e %s ]; do sleep 0.05; done; exec %s 1" % (go, SPIN)],
+                  wait_line=False)
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199",
                  "--set", "discovery.interval_ms=200")
-    time.sleep(1.8)
+    pp.wait_log(r"target: pid %d " % wl.pid, timeout=30)
+    open(go, "w").close()
+    pp.wait_log(r"exec'd", timeout=30)
+    os.unlink(go)
     prof = pp.profile("/debug/pprof/profile?seconds=2")
     check({"hot_a", "hot_b", "worker_loop"} <= names(prof), "after exec: %s" % sorted(names(prof))[:30])
     check("exec'd" in pp.log_text(), "exec not noticed:\n" + pp.log_text()[-1000:])

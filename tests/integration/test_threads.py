@@ -104,25 +104,30 @@ def test_offcpu_on_demand():
 def test_block_mutex_threadcreate():
     wl, pp = start()
     time.sleep(0.5)
-    s0 = stats(wl)
+    t0, s0 = time.time(), stats(wl)
     block = pp.profile("/debug/pprof/block?seconds=4", timeout=30)
-    s1 = stats(wl)
+    t1, s1 = time.time(), stats(wl)
     check(block["sample_types"] == [["contentions", "count"], ["delay", "nanoseconds"]],
           "block types %s" % block["sample_types"])
     delay = by_function(block, 1)
-    slept = (s1["sleep_ns"] - s0["sleep_ns"])
+    # Off-CPU time measured by podprof vs the time the thread measured itself:
+    # the thread's own rate of waiting (over the span of the two stats calls,
+    # which includes the request's latency) times the profile's own window.
+    window = block["duration_nanos"] / (t1 - t0) / 1e9
+    slept = (s1["sleep_ns"] - s0["sleep_ns"]) * window
     got = delay.get("sleeper_nap", 0)
-    # Off-CPU time measured by podprof vs the time the thread measured itself.
-    check(0.7 * slept <= got <= 1.15 * slept, "sleeper: block delay %.2f s, slept %.2f s" % (got / 1e9, slept / 1e9))
-    read = s1["read_ns"] - s0["read_ns"]
+    check(0.7 * slept <= got <= 1.15 * slept, "sleeper: block delay %.2f s, slept %.2f s in the window" %
+          (got / 1e9, slept / 1e9))
+    read = (s1["read_ns"] - s0["read_ns"]) * window
     check(0.6 * read <= delay.get("reader", 0) <= 1.15 * read,
-          "reader: block delay %.2f s, read() waited %.2f s" % (delay.get("reader", 0) / 1e9, read / 1e9))
+          "reader: block delay %.2f s, read() waited %.2f s in the window" %
+          (delay.get("reader", 0) / 1e9, read / 1e9))
     mutex = pp.profile("/debug/pprof/mutex")
     s2 = stats(wl)
     md = by_function(mutex, 1)
     # The mutex profile counts since podprof attached: at least the wait the
     # workload measured during the block window, at most all it ever waited.
-    waited = s1["lock_wait_ns"] - s0["lock_wait_ns"]
+    waited = (s1["lock_wait_ns"] - s0["lock_wait_ns"]) * window
     check(0.6 * waited <= md.get("contend_lock", 0) <= 1.15 * s2["lock_wait_ns"],
           "mutex: contend_lock delay %.2f s; the workload waited %.2f s in the window, %.2f s in all" %
           (md.get("contend_lock", 0) / 1e9, waited / 1e9, s2["lock_wait_ns"] / 1e9))
