@@ -449,6 +449,15 @@ static int fd_maps_to(int fd, const struct pp_map *m)
 }
 
 /* Does the opened fd hold the mapping's inode? 0 or -ESTALE. */
+/*
+ * Paths under the target's root are the target's to choose: it can swap a
+ * mapped library for a FIFO (an open for reading would wait for a writer
+ * for ever) or a device. O_NONBLOCK makes such an open return at once, and
+ * check_fd then refuses what is not the mapped inode (for regular files the
+ * flag changes nothing).
+ */
+#define OPEN_TARGET (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+
 static int check_fd(int fd, const struct pp_map *m, bool allow_stacked)
 {
 	struct stat st;
@@ -481,7 +490,7 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 		r = map_files_path(pid, m, path, sizeof(path));
 		if (r < 0)
 			return r;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, OPEN_TARGET);
 		if (fd >= 0) {
 			/*
 			 * A mismatch means the range was remapped since maps was read, or a
@@ -507,7 +516,7 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 	r = pp_proc__root_path(pid, m->path, path, sizeof(path));
 	if (r < 0)
 		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	fd = open(path, OPEN_TARGET);
 	if (fd < 0)
 		return -errno;
 	r = check_fd(fd, m, true);
@@ -542,8 +551,7 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 		if (stat(path, &st) == 0) {
 			r = 0;
 			if (!stat_matches(&st, m)) {
-				_cleanup_close_ int fd =
-					open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+				_cleanup_close_ int fd = open(path, OPEN_TARGET);
 				r = fd < 0 ? -errno : check_fd(fd, m, true);
 			}
 			if (r == 0) {
@@ -569,7 +577,7 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 		return -errno;
 	if (!stat_matches(&st, m)) {
 		/* Maybe a stacked file system: check what the kernel maps for it. */
-		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		_cleanup_close_ int fd = open(path, OPEN_TARGET);
 		if (fd < 0)
 			return -errno;
 		r = check_fd(fd, m, true);

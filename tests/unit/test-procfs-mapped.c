@@ -496,6 +496,51 @@ static void test_deleted(void **state)
 	ns_stop(&c);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char msg[] = "test_fifo_swapped_in: blocked opening a FIFO\n";
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+/* A target swaps a mapped file for a FIFO after podprof read its maps:
+ * resolving the stale entry must fail at once, never wait for a writer. */
+static void test_fifo_swapped_in(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/pp-fifo-XXXXXX", path[64], buf[4200];
+	struct pp_map m;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lib.so", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "ELF!", 4), 4);
+	void *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	assert_true(p != MAP_FAILED);
+	close(fd);
+	assert_true(find_map(getpid(), path_is, path, &m, buf, sizeof(buf)));
+	assert_false(m.deleted);
+
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	signal(SIGALRM, on_alarm);
+	alarm(10);
+	assert_int_equal(pp_proc__open_mapped_ex(getpid(), &m, PP_RESOLVE_NO_MAP_FILES), -ESTALE);
+	char out[256];
+	assert_true(pp_proc__mapped_path_ex(getpid(), &m, PP_RESOLVE_NO_MAP_FILES, out,
+					    sizeof(out)) < 0);
+	alarm(0);
+	/* map_files still reaches the mapped inode itself. */
+	fd = pp_proc__open_mapped(getpid(), &m);
+	assert_fd_is(fd, &m);
+	close(fd);
+	munmap(p, 4096);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -509,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_overlay_namespace),
 		cmocka_unit_test(test_overlay_cross_fs),
 		cmocka_unit_test(test_deleted),
+		cmocka_unit_test(test_fifo_swapped_in),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
