@@ -317,23 +317,56 @@ int pp_cpu_sampler__add_process(struct pp_cpu_sampler *s, pid_t pid)
 	return 0;
 }
 
-/* Deletes the targets adopted through parent (and theirs). */
-static void remove_children(struct pp_cpu_sampler *s, uint32_t parent, int depth)
+typedef bool (*target_pred)(uint32_t pid, const struct cpu_target *t, uint32_t arg);
+
+/* The pids in "targets" for which pred holds, into out (up to max; out may
+ * be NULL to count them all). */
+static size_t targets_where(struct pp_cpu_sampler *s, target_pred pred, uint32_t arg, uint32_t *out,
+			    size_t max)
 {
 	int fd = bpf_map__fd(s->skel->maps.targets);
-	uint32_t key, next, found[256];
-	size_t n = 0;
+	uint32_t key, next;
 	struct cpu_target t;
 	void *prev = NULL;
+	size_t n = 0;
 
-	while (n < ARRAY_SIZE(found) && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &t) == 0 && t.parent == parent)
-			found[n++] = next;
+	while ((!out || n < max) && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &t) == 0 && pred(next, &t, arg)) {
+			if (out)
+				out[n] = next;
+			n++;
+		}
 		key = next;
 		prev = &key;
 	}
+	return n;
+}
+
+static bool adopted_by(uint32_t pid, const struct cpu_target *t, uint32_t parent)
+{
+	return t->parent == parent;
+}
+
+/* An adopted child that exited: its pid could be reused by an unrelated
+ * process (added processes are the caller's to remove). */
+static bool adopted_and_gone(uint32_t pid, const struct cpu_target *t, uint32_t unused)
+{
+	return t->parent && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+static bool any_target(uint32_t pid, const struct cpu_target *t, uint32_t unused)
+{
+	return true;
+}
+
+/* Deletes the targets adopted through parent (and theirs). */
+static void remove_children(struct pp_cpu_sampler *s, uint32_t parent, int depth)
+{
+	uint32_t found[256];
+	size_t n = targets_where(s, adopted_by, parent, found, ARRAY_SIZE(found));
+
 	for (size_t i = 0; i < n; i++) {
-		bpf_map_delete_elem(fd, &found[i]);
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.targets), &found[i]);
 		if (depth < 8)
 			remove_children(s, found[i], depth + 1);
 	}
@@ -351,25 +384,13 @@ int pp_cpu_sampler__remove_process(struct pp_cpu_sampler *s, pid_t pid)
 	return 0;
 }
 
-/* Forget adopted children that exited (their pid could be reused by an
- * unrelated process); added processes are the caller's to remove. */
 static void sweep(struct pp_cpu_sampler *s)
 {
-	int fd = bpf_map__fd(s->skel->maps.targets);
-	uint32_t key, next, gone[256];
-	size_t n = 0;
-	struct cpu_target t;
-	void *prev = NULL;
+	uint32_t gone[256];
+	size_t n = targets_where(s, adopted_and_gone, 0, gone, ARRAY_SIZE(gone));
 
-	while (n < ARRAY_SIZE(gone) && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &t) == 0 && t.parent &&
-		    kill((pid_t)next, 0) < 0 && errno == ESRCH)
-			gone[n++] = next;
-		key = next;
-		prev = &key;
-	}
 	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, &gone[i]);
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.targets), &gone[i]);
 }
 
 int pp_cpu_sampler__enable(struct pp_cpu_sampler *s, bool on)
@@ -459,9 +480,6 @@ static uint64_t counter(struct pp_cpu_sampler *s, uint32_t idx)
 
 void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)
 {
-	uint32_t key, next;
-	void *prev = NULL;
-
 	if (!s || !ret)
 		return;
 	memset(ret, 0, sizeof(*ret));
@@ -472,11 +490,7 @@ void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)
 	ret->adopted = s->adopted;
 	ret->events_open = s->events_open;
 	ret->open_errors = s->open_errors;
-	while (bpf_map_get_next_key(bpf_map__fd(s->skel->maps.targets), prev, &next) == 0) {
-		ret->targets++;
-		key = next;
-		prev = &key;
-	}
+	ret->targets = targets_where(s, any_target, 0, NULL, 0);
 }
 
 void pp_cpu_sampler__free(struct pp_cpu_sampler *s)
