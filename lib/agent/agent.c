@@ -766,6 +766,16 @@ static void discover(struct pp_agent *a)
 	}
 	free(pids);
 
+	/* Samples a process took before it exited are stored (and unwound with
+	 * its maps) before it is marked gone: deliver what is queued first. */
+	bool gone = false;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets; i++)
+		gone |= !a->targets[i].seen;
+	pthread_mutex_unlock(&a->lock);
+	if (gone && a->cpu)
+		pp_cpu_sampler__flush(a->cpu, 2000);
+
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < a->n_targets;) {
 		if (!a->targets[i].seen)
@@ -1396,8 +1406,8 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 
 	*ret = NULL;
 	*ret_n = 0;
-	if (pp_cpu_sampler__flush(a->cpu, 1000) < 0)
-		pp_warn("cpu: samples of the window's last moments still queued after 1 s");
+	if (pp_cpu_sampler__flush(a->cpu, 5000) < 0)
+		pp_warn("cpu: samples of the window's last moments still queued after 5 s");
 	pp_cpu_sampler__stats(a->cpu, &now);
 	uint64_t got = now.samples - begin->samples, lost = now.lost - begin->lost;
 	uint64_t nostack = now.stack_errors - begin->stack_errors;
@@ -1406,11 +1416,12 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 	if (!c)
 		return;
 	c[n++] = strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
+			"%llu taken but still queued at the end, "
 			"%llu without user stack, %llu children not tracked, "
 			"%llu of %llu CPUs not sampled (event refused)",
 			(unsigned long long)got, (unsigned long long)lost,
-			(unsigned long long)nostack, (unsigned long long)adopt,
-			(unsigned long long)now.open_errors,
+			(unsigned long long)now.queued, (unsigned long long)nostack,
+			(unsigned long long)adopt, (unsigned long long)now.open_errors,
 			(unsigned long long)(now.open_errors + now.events_open));
 	if (lost * 100 > (got + lost) * 2)
 		pp_warn("cpu: a window lost %llu of %llu samples (ring buffer full: the CPU "

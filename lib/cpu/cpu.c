@@ -491,6 +491,8 @@ void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)
 	ret->events_open = s->events_open;
 	ret->open_errors = s->open_errors;
 	ret->targets = targets_where(s, any_target, 0, NULL, 0);
+	uint64_t written = counter(s, CPU_CNT_SAMPLES), done = s->samples + s->malformed;
+	ret->queued = written > done ? written - done : 0;
 }
 
 void pp_cpu_sampler__free(struct pp_cpu_sampler *s)

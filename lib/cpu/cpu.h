@@ -81,6 +81,7 @@ struct pp_cpu_stats {
 	uint64_t events_open; /* per-CPU events */
 	uint64_t open_errors; /* CPUs whose event could not be opened: their time is not sampled */
 	uint64_t targets; /* processes sampled now (adopted children included) */
+	uint64_t queued; /* written to the ring buffer, not delivered yet */
 };
 void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret);
 void pp_cpu_sampler__free(struct pp_cpu_sampler *s);

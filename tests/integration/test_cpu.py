@@ -264,11 +264,15 @@ def test_thread_pool():
         name = s["labels"].get("thread_name", "?")
         per_thread[name] = per_thread.get(name, 0) + s["values"][0]
     n = sum(per_thread.values())
-    check_cpu_rate(n + lost, cpu_ns, hz, "128-thread pool")
     comments = " ".join(prof.get("comments", []))
-    mc = re.search(r"podprof cpu: (\d+) samples, (\d+) lost", comments)
+    mc = re.search(r"podprof cpu: (\d+) samples, (\d+) lost \(ring buffer full\), (\d+) taken but "
+                   r"still queued", comments)
     check(mc, "no sampler summary in the profile comments: %r" % comments[:300])
     check(int(mc.group(2)) <= lost, "the profile says %s lost, /metrics %d" % (mc.group(2), lost))
+    # Samples still queued when the window closed (a podprof slowed down by
+    # ASan on a loaded machine) are said too: every sample is accounted for.
+    queued = int(mc.group(3))
+    check_cpu_rate(n + lost + queued, cpu_ns, hz, "128-thread pool")
     # Every thread whose own runtime over the request's span predicts >= 30
     # samples (>= 18 inside the window even if the answer took 6 s more: a
     # Poisson miss below 2e-8 per thread) must be there: on an idle
