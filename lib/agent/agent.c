@@ -183,9 +183,17 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 	int r = pp_heap_tracer__attach(a->heap, pid);
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
-		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
-			pp_info("heap: tracing pid %d (%s) allocator %s%s", pid, comm, hs.allocator,
-				hs.session ? " (uprobe session)" : " (uretprobe)");
+		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.injected)
+			pp_info("heap: tracing pid %d (%s) allocator %s (injected agent%s, %u "
+				"slots in "
+				"%u modules, pause %.2f ms; %s)",
+				pid, comm, hs.allocator, hs.agent_reused ? ", reused" : "",
+				hs.inject_slots, hs.inject_modules,
+				(double)hs.inject_pause_ns / 1e6, hs.coverage);
+		else if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
+			pp_info("heap: tracing pid %d (%s) allocator %s%s%s%s", pid, comm,
+				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)",
+				hs.mode_reason[0] ? "; not injected: " : "", hs.mode_reason);
 		return true;
 	}
 	if (r == -ESRCH)
@@ -545,10 +553,14 @@ static void discover(struct pp_agent *a)
 				free(text);
 			}
 			if (h && (h != old_hash || exec_changed)) {
+				bool heap_patch = false;
+
 				register_process(a, &info, group, &h);
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
 				if (t) {
+					if (!exec_changed && t->heap_attached && a->heap)
+						heap_patch = true;
 					t->maps_hash = h;
 					t->maps_gen++;
 					memcpy(t->comm, info.comm, sizeof(t->comm));
@@ -562,6 +574,9 @@ static void discover(struct pp_agent *a)
 					}
 				}
 				pthread_mutex_unlock(&a->lock);
+				/* dlopen: redirect the new module's slots */
+				if (heap_patch)
+					pp_heap_tracer__maps_changed(a->heap, info.pid);
 			}
 		}
 		update_thread_names(a, info.pid);
@@ -1442,13 +1457,14 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 				strerror(errno));
 		}
 	}
-	if (a->cfg->heap.enabled) {
+	if (a->cfg->heap.enabled && a->cfg->heap.mode != PP_HEAP_MODE_OFF) {
 		struct pp_heap_opts ho = {
 			.sample_rate = a->cfg->heap.sample_rate,
 			.max_live = a->cfg->heap.max_live,
 			.stack_bytes = a->cfg->cpu.stack_bytes,
 			.budget_percent = a->cfg->heap.budget_percent,
 			.over_budget = a->cfg->heap.over_budget,
+			.mode = a->cfg->heap.mode,
 		};
 		a->heap = pp_heap_tracer__new(&ho, on_heap_event, a);
 		if (!a->heap) {
