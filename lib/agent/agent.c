@@ -1092,7 +1092,7 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 {
 	pid_t pids[64];
 	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
-	char **c = calloc(np * 2 + 4, sizeof(*c));
+	char **c = calloc(np * 3 + 4, sizeof(*c));
 	size_t n = 0;
 	if (!c) {
 		*ret = NULL;
@@ -1128,6 +1128,17 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 				ht.paused ? " (paused: over budget)" : "", ps.vm_rss_kb,
 				ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
 				ps.vm_lck_kb, ps.vm_swap_kb);
+		if (ht.injected)
+			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
+					"modules "
+					"(%s), pause %.2f ms",
+					pids[i], ht.agent_reused ? " reused" : "", ht.inject_slots,
+					ht.inject_modules, ht.coverage,
+					(double)ht.inject_pause_ns / 1e6);
+		else if (ht.allocator[0])
+			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", pids[i],
+					ht.mode_reason[0] ? "; not injected: " : "",
+					ht.mode_reason);
 	}
 	*ret = c;
 	*ret_n = n;
@@ -1325,6 +1336,33 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 					      "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%"
 					      "d\"} %.3f\n",
 					      pids[i], ps.paused, ps.est_overhead_percent);
+		}
+		pp_buf_printf(o, "# HELP podprof_heap_injected 1 when a process's allocations are "
+				 "seen through the injected agent, 0 on the uprobe path (reason).\n"
+				 "# TYPE podprof_heap_injected gauge\n");
+		for (size_t i = 0; i < np; i++) {
+			struct pp_heap_proc_stats ps;
+			char reason[160];
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
+				continue;
+			snprintf(reason, sizeof(reason), "%s", ps.mode_reason);
+			for (char *q = reason; *q; q++)
+				if (*q == '"' || *q == '\\' || *q == '\n')
+					*q = '\'';
+			pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n",
+				      pids[i], reason, ps.injected);
+		}
+		pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a "
+				 "target "
+				 "thread while injecting.\n"
+				 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
+		for (size_t i = 0; i < np; i++) {
+			struct pp_heap_proc_stats ps;
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0 && ps.injected)
+				pp_buf_printf(o,
+					      "podprof_heap_inject_pause_seconds{pid=\"%d\"} "
+					      "%.6f\n",
+					      pids[i], (double)ps.inject_pause_ns / 1e9);
 		}
 	}
 	if (a->offcpu) {

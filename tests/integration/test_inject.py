@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""heap.mode inject/auto end to end: podprof maps its sampling agent into
+a running workload and redirects the allocator's GOT slots; sampled
+allocations reach the same store as on the uprobe path. Per-site values
+are checked with the Poisson tolerances of test_heap; an allocation storm
+with its own checksum survives repeated attach/detach (graceful and
+SIGKILLed podprof, whose agent a new podprof reuses); a static binary
+falls back to uprobes with its reason."""
+import os
+import re
+import signal
+import time
+
+from harness import Podprof, Skip, Workload, check, run
+from test_heap import MUSL, RATE, SITES, check_sites, settle
+
+STORM = os.environ.get("WL_HEAP_STORM")
+JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+def agent_maps(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return [l for l in f if "podprof-agent" in l]
+
+
+def sites(path, mode, env=None):
+    e = dict(os.environ, **env) if env else None
+    wl = Workload([path, "full"], env=e)
+    check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode)
+    pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line == "ready", "workload said %r" % line)
+    settle(pp)
+    return wl, pp
+
+
+def test_glibc_injected():
+    wl, pp = sites(SITES, "inject")
+    log = pp.log_text()
+    check("injected agent" in log, "not injected:\n" + log[-800:])
+    check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    heap = pp.profile("/debug/pprof/heap")
+    check_sites(heap, "glibc-inject")
+    check(any("heap mode=inject" in c for c in heap["comments"]), "comments %s" % heap["comments"])
+    m = pp.request("/metrics")[2].decode()
+    check(re.search(r'podprof_heap_injected\{pid="%d",reason=""\} 1' % wl.pid, m), "metrics:\n" + m[-1500:])
+    check("podprof_heap_inject_pause_seconds{pid=\"%d\"}" % wl.pid in m, "no pause metric")
+    pp.stop()
+    # Detached: the slots point at libc again, the process keeps running.
+    check(wl.alive(), "workload died after detach")
+    wl.p.send_signal(signal.SIGTERM)
+    check(wl.p.wait(timeout=10) == 0, "workload exit code after detach")
+
+
+def test_jemalloc_preload():
+    if not os.path.exists(JEMALLOC_SO):
+        raise Skip("libjemalloc.so.2 not installed")
+    wl, pp = sites(SITES, "auto", env={"LD_PRELOAD": JEMALLOC_SO})
+    log = pp.log_text()
+    check("allocator libjemalloc" in log and "injected agent" in log,
+          "preloaded jemalloc not injected:\n" + log[-800:])
+    check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-preload")
+    pp.stop()
+    wl.kill()
+
+
+def test_static_falls_back():
+    if not MUSL:
+        raise Skip("musl workload not built")
+    wl, pp = sites(MUSL, "auto")
+    log = pp.log_text()
+    check("not injected: static executable" in log, "no fallback reason:\n" + log[-800:])
+    check(not agent_maps(wl.pid), "agent mapped into a static binary")
+    m = pp.request("/metrics")[2].decode()
+    check('podprof_heap_injected{pid="%d",reason="static executable"} 0' % wl.pid in m,
+          "metrics:\n" + m[-1500:])
+    check_sites(pp.profile("/debug/pprof/heap"), "musl-static-fallback")
+    pp.stop()
+    wl.kill()
+
+
+def test_storm_attach_detach():
+    """8 threads allocating while podprof injects, detaches (graceful stop
+    restores the slots; SIGKILL leaves them and the next podprof reuses the
+    agent) again and again. CYCLES is kept small for the suite's time
+    budget; the storm verifies every block and its checksum itself."""
+    cycles = int(os.environ.get("PP_INJECT_CYCLES", "8"))
+    wl = Workload([STORM])
+    check(wl.first_line == "running", "storm said %r" % wl.first_line)
+    reused = 0
+    for i in range(cycles):
+        pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false",
+                     "--set", "heap.mode=inject", "--set", "cpu.enabled=false",
+                     "--set", "heap.sample_rate=8388608")
+        pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
+        check("injected agent" in pp.log_text(), "cycle %d not injected:\n%s" % (i, pp.log_text()[-600:]))
+        reused += "reused" in pp.log_text()
+        time.sleep(0.3)
+        check(wl.alive(), "storm died in cycle %d" % i)
+        if i % 3 == 2:
+            pp.kill()
+        else:
+            pp.stop()
+        check(len(agent_maps(wl.pid)) == 2, "cycle %d: agent mappings %s" % (i, agent_maps(wl.pid)))
+    check(reused >= 1 and reused < cycles, "agent reused in %d of %d cycles" % (reused, cycles))
+    wl.p.send_signal(signal.SIGTERM)
+    out = wl.p.stdout.read().decode()
+    rc = wl.p.wait(timeout=30)
+    check(rc == 0 and out.startswith("ok "), "storm exit %d: %r" % (rc, out))
+
+
+if __name__ == "__main__":
+    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_storm_attach_detach])
