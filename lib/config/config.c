@@ -92,6 +92,7 @@ static const struct enum_val heap_mode_vals[] = {
 static const struct enum_val policy_vals[] = {
 	{ "warn", PP_HEAP_POLICY_WARN, false },
 	{ "pause", PP_HEAP_POLICY_PAUSE, false },
+	{ "auto", PP_HEAP_POLICY_AUTO, false },
 	{ NULL, 0, false },
 };
 
@@ -1413,7 +1414,7 @@ struct pp_config *pp_config__new_default(void)
 	c->heap.sample_rate = 524288;
 	c->heap.max_live = 65536;
 	c->heap.budget_percent = 5;
-	c->heap.over_budget = PP_HEAP_POLICY_WARN;
+	c->heap.over_budget = PP_HEAP_POLICY_AUTO;
 	c->heap.mode = PP_HEAP_MODE_AUTO;
 	c->offcpu.enabled = true;
 	c->offcpu.min_block_us = 0;

@@ -680,7 +680,9 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 		p->overhead = p->rate * cost * 1e-9 * 100.0;
 		if (p->overhead > t->opts.budget_percent) {
 			p->over_budget = true;
-			if (t->opts.over_budget == PP_HEAP_POLICY_PAUSE && !p->paused) {
+			if ((t->opts.over_budget == PP_HEAP_POLICY_PAUSE ||
+			     t->opts.over_budget == PP_HEAP_POLICY_AUTO) &&
+			    !p->paused) {
 				release_links(p);
 				p->paused = true;
 				pp_dbg("heap: pid %d: est. overhead %.1f%% over budget, paused",

@@ -1152,8 +1152,13 @@ int pp_inject__patch(struct pp_inject *inj)
 	uint64_t before[PP_AG_NFN];
 	int r = 0, done = 0;
 
+	struct pp_agent_hdr h;
+
 	if (!inj)
 		return -EINVAL;
+	/* still the image we injected (not exec'd since) */
+	if (read_mem(inj->pid, inj->base, &h, sizeof(h)) < 0 || memcmp(&h, &inj->hdr, sizeof(h)))
+		return -ESTALE;
 	memcpy(before, inj->real, sizeof(before));
 	r = scan(inj, NULL);
 	if (r < 0)
@@ -1250,13 +1255,26 @@ void pp_inject__detach(struct pp_inject *inj)
 	struct stopped s = { 0 };
 	bool stopped_once = false;
 
+	struct pp_agent_hdr h;
+	bool same_image;
+
 	if (!inj)
 		return;
-	for (size_t i = 0; i < inj->nslots; i++) {
+	/* After an exec (or pid reuse) the slot addresses mean nothing: only
+	 * restore while our agent is still mapped where we put it, and only
+	 * slots that still point at its wrappers. */
+	same_image = inj->base && read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
+		     memcmp(&h, &inj->hdr, sizeof(h)) == 0;
+	for (size_t i = 0; same_image && i < inj->nslots; i++) {
 		struct slot *sl = &inj->slots[i];
+		uint64_t cur = 0;
 
-		if (sl->patched && sl->orig)
-			write_slot(inj, &s, &stopped_once, sl->addr, sl->orig);
+		if (!sl->patched || !sl->orig)
+			continue;
+		if (read_mem(inj->pid, sl->addr, &cur, sizeof(cur)) < 0 ||
+		    cur != inj->base + inj->hdr.wrap_off[sl->fn])
+			continue;
+		write_slot(inj, &s, &stopped_once, sl->addr, sl->orig);
 	}
 	resume(&s);
 	if (inj->memfd >= 0)

@@ -29,7 +29,8 @@ def sites(path, mode, env=None):
     wl = Workload([path, "full"], env=e)
     check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
-                 "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode)
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode,
+                 "--set", "heap.over_budget=warn")
     pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().strip()
