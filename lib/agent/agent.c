@@ -575,8 +575,13 @@ static void discover(struct pp_agent *a)
 				}
 				pthread_mutex_unlock(&a->lock);
 				/* dlopen: redirect the new module's slots */
-				if (heap_patch)
-					pp_heap_tracer__maps_changed(a->heap, info.pid);
+				int np = heap_patch
+						 ? pp_heap_tracer__maps_changed(a->heap, info.pid)
+						 : 0;
+				if (np > 0)
+					pp_info("heap: pid %d: %d more allocator slots redirected "
+						"(modules loaded since)",
+						info.pid, np);
 			}
 		}
 		update_thread_names(a, info.pid);

@@ -819,9 +819,7 @@ int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid)
 	else if (t->procs[i]->inj)
 		r = pp_inject__patch(t->procs[i]->inj);
 	pthread_mutex_unlock(&t->lock);
-	if (r > 0)
-		pp_dbg("heap: pid %d: %d more slots redirected", (int)pid, r);
-	return r < 0 ? r : 0;
+	return r;
 }
 
 const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t)

@@ -86,7 +86,8 @@ struct pp_heap_stats {
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);
 void pp_heap_tracer__free(struct pp_heap_tracer *t);
 /* The process's mappings changed (dlopen): redirect the slots of new
- * modules when it is injected. 0, -ENOENT (not attached) or -errno. */
+ * modules when it is injected. Returns the number of slots newly
+ * redirected (>= 0), -ENOENT (not attached) or -errno. */
 int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid);
 /* Why the uprobe session is not used ("" when it is or before the first
  * attach). Borrowed until pp_heap_tracer__free. */

@@ -12,10 +12,14 @@ import re
 import signal
 import time
 
-from harness import Podprof, Skip, Workload, check, run
-from test_heap import MUSL, RATE, SITES, check_sites, settle
+from harness import Podprof, Skip, Workload, check, run, write_tmp
+from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
 
 STORM = os.environ.get("WL_HEAP_STORM")
+LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
+LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
+MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
+LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
@@ -114,5 +118,71 @@ def test_storm_attach_detach():
     check(rc == 0 and out.startswith("ok "), "storm exit %d: %r" % (rc, out))
 
 
+def test_musl_dynamic():
+    if not MUSL_DYN:
+        raise Skip("musl-gcc not installed")
+    wl, pp = sites(MUSL_DYN, "inject")
+    check("injected agent" in pp.log_text(), "musl not injected:\n" + pp.log_text()[-800:])
+    check_sites(pp.profile("/debug/pprof/heap"), "musl-dynamic")
+    pp.stop()
+    wl.kill()
+
+
+def check_life_site(prof, fn, label):
+    got = per_function(prof, "inuse_space").get(fn, 0)
+    want = LIFE_N * LIFE_SZ
+    t = tol(LIFE_SZ, LIFE_N)
+    check(abs(got - want) <= t * want, "%s: %s inuse %.1f MiB, expected %.1f MiB +- %.0f%%" %
+          (label, fn, got / 2**20, want / 2**20, 100 * t))
+
+
+def test_dlopen_after_attach():
+    wl = Workload([LIFECYCLE, "dlopen", LIFELIB])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "loaded", "dlopen failed")
+    pp.wait_log(r"heap: pid %d: \d+ more allocator slots redirected" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "lib_site did not run")
+    settle(pp)
+    check_life_site(pp.profile("/debug/pprof/heap"), "lib_site", "dlopen")
+    pp.stop()
+    wl.kill()
+
+
+def test_fork_child():
+    wl = Workload([LIFECYCLE, "fork"])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    cfg = write_tmp(("targets:\n  - pid: %d\n" % wl.pid).encode(), ".yaml")
+    pp = Podprof("--config", cfg, "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line.startswith("child "), "workload said %r" % line)
+    child = int(line.split()[1])
+    # The child inherits the redirected slots and the agent: podprof adopts
+    # it and reuses that agent rather than loading a second one.
+    pp.wait_log(r"heap: tracing pid %d .*injected agent, reused" % child, timeout=20)
+    check(len(agent_maps(child)) == 2, "child agent mappings %s" % agent_maps(child))
+    os.kill(child, signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "child did not allocate")
+    settle(pp)
+    heap = pp.profile("/debug/pprof/heap")
+    mine = {"samples": [s for s in heap["samples"] if s["num_labels"]["pid"][0] == child]}
+    mine.update({k: v for k, v in heap.items() if k != "samples"})
+    check_life_site(mine, "fork_site", "fork child")
+    pp.stop()
+    os.kill(child, signal.SIGTERM)
+    wl.p.wait(timeout=10)
+    os.unlink(cfg)
+
+
 if __name__ == "__main__":
-    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_storm_attach_detach])
+    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
+         test_dlopen_after_attach, test_fork_child, test_storm_attach_detach])
