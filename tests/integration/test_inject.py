@@ -19,6 +19,7 @@ STORM = os.environ.get("WL_HEAP_STORM")
 LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
 LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
+CXX = os.environ.get("WL_HEAP_CXX")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -136,6 +137,22 @@ def check_life_site(prof, fn, label):
           (label, fn, got / 2**20, want / 2**20, 100 * t))
 
 
+def test_cxx_new_delete():
+    if not CXX:
+        raise Skip("g++ not installed")
+    wl, pp = sites(CXX, "inject")
+    check("injected agent" in pp.log_text(), "C++ workload not injected:\n" + pp.log_text()[-800:])
+    heap = pp.profile("/debug/pprof/heap")
+    check_life_site(heap, "cxx_site()", "c++ new[]")
+    # new/delete pairs: allocated, then freed again (delete reaches free)
+    alloc = per_function(heap, "alloc_space").get("cxx_temp()", 0)
+    want = 3000 * 5000
+    check(abs(alloc - want) <= tol(5000, 3000) * want, "cxx_temp alloc %d, want %d" % (alloc, want))
+    check(per_function(heap, "inuse_space").get("cxx_temp()", 0) <= 0.05 * want, "deleted objects still in use")
+    pp.stop()
+    wl.kill()
+
+
 def test_dlopen_after_attach():
     wl = Workload([LIFECYCLE, "dlopen", LIFELIB])
     check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
@@ -185,4 +202,4 @@ def test_fork_child():
 
 if __name__ == "__main__":
     run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
-         test_dlopen_after_attach, test_fork_child, test_storm_attach_detach])
+         test_cxx_new_delete, test_dlopen_after_attach, test_fork_child, test_storm_attach_detach])
