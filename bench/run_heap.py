@@ -148,11 +148,11 @@ configs = [("unprofiled", run_plain),
            ("podprof heap.mode=inject, sample_rate 512 KiB (default)",
             lambda: run_podprof(524288, 20000000, "inject")),
            ("podprof heap.mode=uprobe, sample_rate 512 KiB (default)",
-            lambda: run_podprof(524288, 2000000, "uprobe")),
+            lambda: run_podprof(524288, 500000, "uprobe")),
            ("podprof heap.mode=inject, sample_rate=1 (every allocation)",
-            lambda: run_podprof(1, 1000000, "inject")),
+            lambda: run_podprof(1, 100000, "inject")),
            ("podprof heap.mode=uprobe, sample_rate=1 (every allocation)",
-            lambda: run_podprof(1, 1000000, "uprobe"))]
+            lambda: run_podprof(1, 100000, "uprobe"))]
 if not os.environ.get("NO_MEMLEAK"):
     configs.append(("memleak-bpfcc (bcc, every allocation)", lambda: run_memleak(200000)))
 res = {name: [] for name, _ in configs}
