@@ -35,8 +35,10 @@ extern char __data_start[] HIDDEN, __image_end[] HIDDEN, __total_end[] HIDDEN;
 
 HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by podprof */
 
-/* Notification points: a 5-byte NOP first (the instruction a kernel
- * optimises a uprobe on), then the return value. */
+/* Notification points: `push %rbp` first, an instruction the kernel
+ * emulates under a uprobe (no single-step, which costs ~15 us here; see
+ * lib/heap/x86.c), then the return value. The probe fires before the push,
+ * so the BPF program sees the entry stack pointer. */
 void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
 void pp_agent_sampled_free(void *p) HIDDEN;
 __asm__(".text\n"
@@ -45,7 +47,8 @@ __asm__(".text\n"
 	".hidden pp_agent_sampled_alloc\n"
 	".type pp_agent_sampled_alloc,@function\n"
 	"pp_agent_sampled_alloc:\n"
-	"  nopl 0x0(%rax,%rax,1)\n"
+	"  push %rbp\n"
+	"  pop %rbp\n"
 	"  mov %rcx, %rax\n"
 	"  ret\n"
 	".size pp_agent_sampled_alloc, .-pp_agent_sampled_alloc\n"
@@ -54,7 +57,8 @@ __asm__(".text\n"
 	".hidden pp_agent_sampled_free\n"
 	".type pp_agent_sampled_free,@function\n"
 	"pp_agent_sampled_free:\n"
-	"  nopl 0x0(%rax,%rax,1)\n"
+	"  push %rbp\n"
+	"  pop %rbp\n"
 	"  ret\n"
 	".size pp_agent_sampled_free, .-pp_agent_sampled_free\n");
 
@@ -212,15 +216,45 @@ static inline int count(struct pp_agent_thread *t, uint64_t size)
 	return t->left < 0;
 }
 
-#define ALLOC1(name, idx)                                              \
-	HIDDEN void *name(uint64_t a, uint64_t b, uint64_t c)          \
-	{                                                              \
-		struct pp_agent_thread *t = tstate();                  \
-		if (likely(!count(t, a)))                              \
-			return ((fn1_t)REAL(idx))(a, b, c);            \
-		return sampled_ptr(t, a, ((fn1_t)REAL(idx))(a, b, c)); \
+/* The calling thread's slot when it is in its home position (the common
+ * case), else NULL: the fast paths below then need no callee-saved
+ * register and no stack frame. */
+static inline struct pp_agent_thread *tfast(void)
+{
+	uint64_t tp;
+	struct pp_agent_thread *t;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	t = &D.threads[hash64(tp) >> (64 - PP_AGENT_THREAD_BITS)];
+	return likely(t->key == tp) ? t : NULL;
+}
+
+/* Everything but the fast path of the allocating wrappers: counting when
+ * tfast() missed, the real call, and the sampled path (tail jumps only,
+ * see the top of this file). */
+static __attribute__((noinline)) void *alloc_slow(uint64_t a, uint64_t b, uint64_t c, uint64_t size,
+						  unsigned idx, int counted)
+{
+	struct pp_agent_thread *t = tstate();
+
+	if (!counted && !count(t, size))
+		return ((fn1_t)REAL(idx))(a, b, c);
+	return sampled_ptr(t, size, ((fn1_t)REAL(idx))(a, b, c));
+}
+
+#define ALLOC_WRAP(name, idx, size_arg)                               \
+	HIDDEN void *name(uint64_t a, uint64_t b, uint64_t c)         \
+	{                                                             \
+		struct pp_agent_thread *t = tfast();                  \
+		if (likely(t)) {                                      \
+			if (likely(!count(t, size_arg)))              \
+				return ((fn1_t)REAL(idx))(a, b, c);   \
+			return alloc_slow(a, b, c, size_arg, idx, 1); \
+		}                                                     \
+		return alloc_slow(a, b, c, size_arg, idx, 0);         \
 	}
 /* operator new, malloc, valloc, pvalloc: size first */
+#define ALLOC1(name, idx) ALLOC_WRAP(name, idx, a)
 ALLOC1(w_malloc, PP_AG_MALLOC)
 ALLOC1(w_valloc, PP_AG_VALLOC)
 ALLOC1(w_pvalloc, PP_AG_PVALLOC)
@@ -234,14 +268,7 @@ ALLOC1(w_new_al_nt, PP_AG_NEW_AL_NT)
 ALLOC1(w_new_a_al_nt, PP_AG_NEW_A_AL_NT)
 
 /* aligned_alloc, memalign: (alignment, size) */
-#define ALLOC2(name, idx)                                              \
-	HIDDEN void *name(uint64_t a, uint64_t b, uint64_t c)          \
-	{                                                              \
-		struct pp_agent_thread *t = tstate();                  \
-		if (likely(!count(t, b)))                              \
-			return ((fn1_t)REAL(idx))(a, b, c);            \
-		return sampled_ptr(t, b, ((fn1_t)REAL(idx))(a, b, c)); \
-	}
+#define ALLOC2(name, idx) ALLOC_WRAP(name, idx, b)
 ALLOC2(w_aligned_alloc, PP_AG_ALIGNED_ALLOC)
 ALLOC2(w_memalign, PP_AG_MEMALIGN)
 
