@@ -94,7 +94,7 @@ def test_storm_attach_detach():
     restores the slots; SIGKILL leaves them and the next podprof reuses the
     agent) again and again. CYCLES is kept small for the suite's time
     budget; the storm verifies every block and its checksum itself."""
-    cycles = int(os.environ.get("PP_INJECT_CYCLES", "8"))
+    cycles = int(os.environ.get("PP_INJECT_CYCLES", "6"))
     wl = Workload([STORM])
     check(wl.first_line == "running", "storm said %r" % wl.first_line)
     reused = 0
