@@ -514,9 +514,9 @@ static int attach_inject(struct pp_heap_tracer *t, struct heap_proc *p)
 	p->mode_reason[0] = '\0';
 	return 0;
 fail:
-	pp_inject__detach(p->inj);
-	p->inj = NULL;
 	release_links(p);
+	pp_inject__unload(p->inj); /* nothing redirected: leave no trace */
+	p->inj = NULL;
 	return r;
 }
 

@@ -95,6 +95,8 @@ struct pp_inject {
 	uint64_t sample_rate;
 	unsigned max_pause_ms;
 	bool reused;
+	bool ever_patched; /* a slot was written: the code must stay mapped */
+	long target_fd; /* the agent's memfd in the target (-1 unknown) */
 	uint64_t pause_ns;
 	struct slot *slots;
 	size_t nslots;
@@ -935,6 +937,7 @@ static int map_agent(struct pp_inject *inj, char *reason, size_t n)
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 		inj->memfd = open(self, O_RDONLY | O_CLOEXEC);
 	}
+	inj->target_fd = tfd;
 	tfd = -1; /* stays open in the target: a restarted podprof finds it */
 close_remote:
 	if (tfd >= 0)
@@ -989,6 +992,7 @@ int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_i
 		return -ENOMEM;
 	inj->pid = pid;
 	inj->memfd = -1;
+	inj->target_fd = -1;
 	inj->sample_rate = opts ? opts->sample_rate : 524288;
 	inj->max_pause_ms = opts && opts->max_pause_ms ? opts->max_pause_ms : 100;
 	if (opts && opts->allocator_path)
@@ -1189,6 +1193,7 @@ int pp_inject__patch(struct pp_inject *inj)
 		if (r < 0)
 			break;
 		sl->patched = true;
+		inj->ever_patched = true;
 		inj->mods[sl->module].nslots++;
 		done++;
 	}
@@ -1205,6 +1210,28 @@ int pp_inject__patch(struct pp_inject *inj)
 	uint64_t pause = resume(&s);
 	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
 	return r < 0 ? r : done;
+}
+
+void pp_inject__unload(struct pp_inject *inj)
+{
+	struct pp_agent_hdr h;
+	struct stopped s;
+	char why[128];
+	long rr;
+
+	if (!inj)
+		return;
+	/* Only an agent this pp_inject mapped and never redirected a slot to:
+	 * no thread can be running its code. */
+	if (!inj->reused && !inj->ever_patched && inj->base && inj->target_fd >= 0 &&
+	    read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
+	    memcmp(&h, &inj->hdr, sizeof(h)) == 0 &&
+	    stop_one(inj->pid, inj->max_pause_ms, &s, why, sizeof(why)) == 0) {
+		remote_syscall(&s, SYS_munmap, inj->base, inj->hdr.total_size, 0, 0, 0, 0, &rr);
+		remote_syscall(&s, SYS_close, (uint64_t)inj->target_fd, 0, 0, 0, 0, 0, &rr);
+		resume(&s);
+	}
+	pp_inject__detach(inj);
 }
 
 int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)

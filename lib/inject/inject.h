@@ -83,4 +83,10 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret);
  * mapped, free inj. Safe to call after the process exited. NULL is fine. */
 void pp_inject__detach(struct pp_inject *inj);
 
+/* For a failed injection: when this pp_inject mapped the agent itself and
+ * never redirected a slot, unmap it and close its memfd in the target (one
+ * more brief stop), so the target is left as it was; then free inj like
+ * detach. Otherwise the same as detach. NULL is fine. */
+void pp_inject__unload(struct pp_inject *inj);
+
 #endif
