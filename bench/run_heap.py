@@ -73,7 +73,7 @@ def run_podprof(rate, pairs, mode="auto"):
         b.wait()
         raise
     try:
-        bad = [x.strip() for x in pp.log if "heap:" in x and ("warn" in x or "error" in x)]
+        bad = [x.strip() for x in pp.log if "heap:" in x and (" warn " in x or " error " in x)]
         if bad:
             b.kill()
             b.wait()

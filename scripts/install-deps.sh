@@ -11,7 +11,7 @@ PKGS=(
   # tests
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev
   libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip
-  curl libc6-dbg dwz g++
+  curl libc6-dbg dwz g++ redis-server
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -204,8 +204,9 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 		return false;
 	}
 	a->attach_errors++;
-	pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty", pid, comm,
-		strerror(-r));
+	const char *why = pp_heap_tracer__attach_reason(a->heap);
+	pp_warn("heap: cannot trace pid %d (%s): %s%s%s; heap profile of it stays empty", pid, comm,
+		strerror(-r), why[0] ? ": " : "", why);
 	return false;
 }
 

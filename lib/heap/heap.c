@@ -85,6 +85,7 @@ struct pp_heap_tracer {
 	uint64_t slot_ids[HEAP_MAX_PROCS];
 	enum session_state session;
 	bool agent_multi; /* agent programs loaded as uprobe_multi */
+	char attach_reason[160]; /* why the last attach in heap.mode inject failed */
 	char session_reason[160];
 	uint64_t events, attach_errors, last_tick_ns;
 };
@@ -528,6 +529,7 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 
 	if (!t || pid <= 0)
 		return -EINVAL;
+	t->attach_reason[0] = '\0';
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -567,7 +569,7 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 			 __ATOMIC_RELEASE);
 	r = attach_inject(t, p);
 	if (r < 0 && t->opts.mode == PP_HEAP_MODE_INJECT) {
-		pp_dbg("heap: pid %d: injection failed: %s", (int)pid, p->mode_reason);
+		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
 	} else if (r < 0 && r != -ESRCH) {
 		r = attach_links(t, p);
 	}
@@ -820,6 +822,11 @@ int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid)
 		r = pp_inject__patch(t->procs[i]->inj);
 	pthread_mutex_unlock(&t->lock);
 	return r;
+}
+
+const char *pp_heap_tracer__attach_reason(struct pp_heap_tracer *t)
+{
+	return t ? t->attach_reason : "";
 }
 
 const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t)

@@ -89,6 +89,9 @@ void pp_heap_tracer__free(struct pp_heap_tracer *t);
  * modules when it is injected. Returns the number of slots newly
  * redirected (>= 0), -ENOENT (not attached) or -errno. */
 int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid);
+/* Why the last attach failed in heap.mode inject (the injection's reason;
+ * "" otherwise). Borrowed; read from the thread that called attach. */
+const char *pp_heap_tracer__attach_reason(struct pp_heap_tracer *t);
 /* Why the uprobe session is not used ("" when it is or before the first
  * attach). Borrowed until pp_heap_tracer__free. */
 const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t);
