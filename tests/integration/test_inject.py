@@ -171,6 +171,35 @@ def test_dlopen_after_attach():
     wl.kill()
 
 
+def test_exec():
+    """After exec the patches are gone with the old image: podprof injects
+    the new one (and writes nothing into it at the old addresses)."""
+    wl = Workload([LIFECYCLE, "exec", SITES, "full"])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line.startswith("waiting"), "exec'd image said %r" % line)
+    pp.wait_log(r"target: pid %d exec'd" % wl.pid, timeout=20)
+    deadline = time.time() + 20
+    while time.time() < deadline and len(re.findall(r"heap: tracing pid %d .*injected agent" % wl.pid,
+                                                    pp.log_text())) < 2:
+        time.sleep(0.2)
+    check(len(re.findall(r"heap: tracing pid %d .*injected agent, \d" % wl.pid, pp.log_text())) >= 1 and
+          len(re.findall(r"heap: tracing pid %d .*injected agent" % wl.pid, pp.log_text())) >= 2,
+          "new image not injected:\n" + pp.log_text()[-1200:])
+    check(len(agent_maps(wl.pid)) == 2, "agent mappings after exec %s" % agent_maps(wl.pid))
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "exec'd image not ready")
+    settle(pp)
+    check_sites(pp.profile("/debug/pprof/heap"), "after exec")
+    pp.stop()
+    wl.kill()
+
+
 def test_fork_child():
     wl = Workload([LIFECYCLE, "fork"])
     check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
@@ -202,4 +231,4 @@ def test_fork_child():
 
 if __name__ == "__main__":
     run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
-         test_cxx_new_delete, test_dlopen_after_attach, test_fork_child, test_storm_attach_detach])
+         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach])

@@ -4,6 +4,8 @@
  *   lifecycle dlopen LIB: prints "waiting", on SIGUSR1 dlopen()s LIB and
  *     prints "loaded", on SIGUSR1 calls its lib_site(), prints "ready",
  *     waits for SIGUSR1/SIGTERM.
+ *   lifecycle exec PROG ARGS...: prints "waiting", on SIGUSR1 execs PROG
+ *     (the signal mask is kept).
  *   lifecycle fork: prints "waiting", on SIGUSR1 forks; the child prints
  *     "child <pid>", waits for SIGUSR1, runs fork_site() and prints
  *     "ready", then waits for SIGTERM (the parent waits for the child).
@@ -70,6 +72,10 @@ int main(int argc, char **argv)
 		printf("ready\n");
 		wait_sig();
 		return 0;
+	}
+	if (strcmp(argv[1], "exec") == 0 && argc > 2) {
+		execv(argv[2], argv + 2);
+		return 3;
 	}
 	if (strcmp(argv[1], "fork") == 0) {
 		pid_t c = fork();
