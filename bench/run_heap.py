@@ -21,6 +21,7 @@ without a working memleak its row says why.
 usage: bench/run_heap.py [BUILD_DIR [REPS]]   (defaults build-bench 5)
 """
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -61,21 +62,32 @@ def run_plain():
     return {"ns": finish(start_bench(20000000))}
 
 
-def run_podprof(rate, pairs):
+def run_podprof(rate, pairs, mode="auto"):
     b = start_bench(pairs)
     try:
-        pp = Podprof(PODPROF, b.pid, PODPROF_COMMON + ["heap.sample_rate=%d" % rate])
+        pp = Podprof(PODPROF, b.pid, PODPROF_COMMON + ["heap.sample_rate=%d" % rate,
+                                                      "heap.mode=" + mode,
+                                                      "heap.over_budget=warn"])
     except RuntimeError:
         b.kill()
         b.wait()
         raise
     try:
-        bad = [x.strip() for x in pp.log if "heap:" in x and ("warn" in x or "error" in x)]
+        bad = [x.strip() for x in pp.log if "heap:" in x and (" warn " in x or " error " in x)]
         if bad:
             b.kill()
             b.wait()
             raise RuntimeError("podprof: " + "; ".join(bad))
         time.sleep(1.0)
+        pause = None
+        for x in pp.log:
+            m = re.search(r"injected agent.*pause ([0-9.]+) ms", x)
+            if m:
+                pause = float(m.group(1))
+        if mode == "inject" and pause is None:
+            b.kill()
+            b.wait()
+            raise RuntimeError("podprof did not inject: " + "".join(pp.log[-5:]))
         m0 = pp.metrics()
         ns = finish(b)
         time.sleep(0.5)
@@ -86,9 +98,12 @@ def run_podprof(rate, pairs):
     def d(k):
         return m1.get(k, 0) - m0.get(k, 0)
 
-    return {"ns": ns, "events": d("podprof_heap_events_total"), "pairs": pairs,
+    r = {"ns": ns, "events": d("podprof_heap_events_total"), "pairs": pairs,
             "prof_cpu": d("podprof_process_cpu_seconds_total"),
             "rss": m1.get("podprof_process_resident_memory_bytes", 0)}
+    if pause is not None:
+        r["pause_ms"] = pause
+    return r
 
 
 def run_memleak(pairs):
@@ -130,9 +145,16 @@ def run_memleak(pairs):
 
 
 configs = [("unprofiled", run_plain),
-           ("podprof heap, sample_rate 512 KiB (default)", lambda: run_podprof(524288, 2000000)),
-           ("podprof heap, sample_rate=1 (every allocation)", lambda: run_podprof(1, 1000000)),
-           ("memleak-bpfcc (bcc, every allocation)", lambda: run_memleak(200000))]
+           ("podprof heap.mode=inject, sample_rate 512 KiB (default)",
+            lambda: run_podprof(524288, 20000000, "inject")),
+           ("podprof heap.mode=uprobe, sample_rate 512 KiB (default)",
+            lambda: run_podprof(524288, 500000, "uprobe")),
+           ("podprof heap.mode=inject, sample_rate=1 (every allocation)",
+            lambda: run_podprof(1, 100000, "inject")),
+           ("podprof heap.mode=uprobe, sample_rate=1 (every allocation)",
+            lambda: run_podprof(1, 100000, "uprobe"))]
+if not os.environ.get("NO_MEMLEAK"):
+    configs.append(("memleak-bpfcc (bcc, every allocation)", lambda: run_memleak(200000)))
 res = {name: [] for name, _ in configs}
 errors = {}
 print("# %s, nice %d, loadavg before %s, %d repetitions" % (machine_line(), NICE, loadavg(), reps))
@@ -155,18 +177,21 @@ for r in range(reps):
 print("loadavg after: %s" % loadavg())
 print()
 print("| configuration | ns per malloc+free | extra ns per pair | ratio | heap events per pair "
-      "| tracer CPU per pair | tracer RSS |")
-print("|---|---|---|---|---|---|---|")
+      "| tracer CPU per pair | tracer RSS | injection pause |")
+print("|---|---|---|---|---|---|---|---|")
 for name, _ in configs:
     rs = res[name]
     if not rs:
-        print("| %s | failed: %s | | | | | |" % (name, errors.get(name, "?").replace("|", "/")))
+        print("| %s | failed: %s | | | | | | |" % (name, errors.get(name, "?").replace("|", "/")))
         continue
     ev = cpu = rss = ""
     if any("events" in x for x in rs):
         ev = "%.4f" % median(x["events"] / x["pairs"] for x in rs)
         cpu = "%.1f ns" % (median(x["prof_cpu"] / x["pairs"] for x in rs) * 1e9)
         rss = "%.1f MiB" % (median(x["rss"] for x in rs) / 1048576)
-    print("| %s | %.1f | %.1f | %.1f | %s | %s | %s |" %
+    pause = ""
+    if any("pause_ms" in x for x in rs):
+        pause = "%.2f ms" % median(x["pause_ms"] for x in rs if "pause_ms" in x)
+    print("| %s | %.1f | %.1f | %.2f | %s | %s | %s | %s |" %
           (name, median(x["ns"] for x in rs), median(x["extra"] for x in rs),
-           median(x["ratio"] for x in rs), ev, cpu, rss))
+           median(x["ratio"] for x in rs), ev, cpu, rss, pause))

@@ -78,10 +78,10 @@ def run_plain(rs, port, extra, n, _n):
     return redis_benchmark(port, extra, n)
 
 
-def run_podprof(rs, port, extra, _n, n, cpu_window=0):
-    pp = Podprof(PODPROF, rs.pid, [])
+def run_podprof(rs, port, extra, _n, n, cpu_window=0, settings=()):
+    pp = Podprof(PODPROF, rs.pid, list(settings))
     try:
-        bad = [x.strip() for x in pp.log if "heap:" in x and ("warn" in x or "error" in x)]
+        bad = [x.strip() for x in pp.log if "heap:" in x and (" warn " in x or " error " in x)]
         if bad:
             raise RuntimeError("podprof: " + "; ".join(bad))
         time.sleep(1.0)
@@ -179,6 +179,15 @@ def main():
                ("podprof default (heap + off-CPU)", run_podprof),
                ("podprof default + 99 Hz CPU window (3 s)",
                 lambda *a: run_podprof(*a, cpu_window=3))]
+    if os.environ.get("HEAP_MODES"):
+        # heap.mode compared: the injected agent (the default, auto) against
+        # uprobes (not paused: over_budget warn)
+        configs = [("unprofiled", run_plain),
+                   ("podprof default (heap.mode=auto: injected agent)",
+                    lambda *a: run_podprof(*a, settings=["heap.mode=inject"])),
+                   ("podprof heap.mode=uprobe",
+                    lambda *a: run_podprof(*a, settings=["heap.mode=uprobe",
+                                                         "heap.over_budget=warn"]))]
     rs, port = start_redis()
     try:
         print("# %s, nice %d, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
@@ -214,7 +223,8 @@ def main():
                 print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %s | %s |" %
                       (name, median(x["rps"] for x in rr), median(ratios), min(ratios),
                        max(ratios), ev, cpu, rss))
-        breakdown(rs, port, WORKLOADS[0][1], WORKLOADS[0][3])
+        if not os.environ.get("HEAP_MODES"):
+            breakdown(rs, port, WORKLOADS[0][1], WORKLOADS[0][3])
         print("\nloadavg after: %s" % loadavg())
     finally:
         rs.terminate()

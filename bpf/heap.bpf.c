@@ -168,8 +168,11 @@ static __always_inline void on_free(__u32 slot, __u32 tag, __u64 addr)
 	bpf_ringbuf_submit(e, rb_flags());
 }
 
+/* rip and sp: the caller's state after the allocator returned (the
+ * uprobe path: the return probe's own; the agent path: its notification
+ * point's return address and stack, see lib/inject/agent-blob.c). */
 static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag, __u64 addr,
-				     __u64 size)
+				     __u64 size, __u64 rip, __u64 sp)
 {
 	struct heap_live_key k = { .slot = slot, .addr = addr };
 	struct heap_live_val v = { .size = size, .time_ns = bpf_ktime_get_ns() };
@@ -178,7 +181,6 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag,
 	struct scratch *s;
 	__u32 zero = 0;
 	__u64 off = 0, max;
-	__u64 sp = ctx->rsp;
 	int i;
 
 	v.tid = (__u32)bpf_get_current_pid_tgid();
@@ -198,14 +200,14 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag,
 	e->hdr.size = size;
 	e->hdr.time_ns = v.time_ns;
 	e->regs_valid = 1;
-	e->regs[0] = ctx->rax;
+	e->regs[0] = addr;
 	e->regs[1] = ctx->rdx;
 	e->regs[2] = ctx->rcx;
 	e->regs[3] = ctx->rbx;
 	e->regs[4] = ctx->rsi;
 	e->regs[5] = ctx->rdi;
 	e->regs[6] = ctx->rbp;
-	e->regs[7] = ctx->rsp;
+	e->regs[7] = sp;
 	e->regs[8] = ctx->r8;
 	e->regs[9] = ctx->r9;
 	e->regs[10] = ctx->r10;
@@ -214,7 +216,7 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag,
 	e->regs[13] = ctx->r13;
 	e->regs[14] = ctx->r14;
 	e->regs[15] = ctx->r15;
-	e->regs[16] = ctx->rip;
+	e->regs[16] = rip;
 
 	/* Page by page: one large read fails as soon as it crosses the top
 	 * of the stack mapping; stop at the first page that cannot be read. */
@@ -393,7 +395,8 @@ static __always_inline void on_return(struct pt_regs *ctx)
 	}
 	if (!addr)
 		return;
-	on_alloc(ctx, slot, slot | ((cookie >> 32) & 0xff) << 24, addr, st->pend_size);
+	on_alloc(ctx, slot, slot | ((cookie >> 32) & 0xff) << 24, addr, st->pend_size, ctx->rip,
+		 ctx->rsp);
 }
 
 /* Uprobe session (kernel >= 6.13): one program for entry and return; the
@@ -420,6 +423,42 @@ SEC("uretprobe")
 int heap_return(struct pt_regs *ctx)
 {
 	on_return(ctx);
+	return 0;
+}
+
+/*
+ * Injected agent (lib/inject): it samples in the process and calls
+ * pp_agent_sampled_alloc(ptr, size, weight, ret) by a tail jump after the
+ * real allocator returned (rsp points at the application's return
+ * address, callee-saved registers are the application's), and
+ * pp_agent_sampled_free(ptr) before the real free. Only sampled calls
+ * reach these probes; the counters of every call are the agent's own.
+ */
+SEC("uprobe")
+int heap_agent_alloc(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 slot = (cookie >> 8) & 0xffffff;
+	__u64 ret = 0;
+
+	if (slot >= HEAP_MAX_PROCS || !ctx->rdi)
+		return 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)ctx->rsp))
+		return 0;
+	on_alloc(ctx, slot, slot | ((cookie >> 32) & 0xff) << 24, ctx->rdi, ctx->rsi, ret,
+		 ctx->rsp + 8);
+	return 0;
+}
+
+SEC("uprobe")
+int heap_agent_free(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 slot = (cookie >> 8) & 0xffffff;
+
+	if (slot >= HEAP_MAX_PROCS || !ctx->rdi)
+		return 0;
+	on_free(slot, slot | ((cookie >> 32) & 0xff) << 24, ctx->rdi);
 	return 0;
 }
 

@@ -305,9 +305,17 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 		*ret_err = r;
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
-		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
-			pp_info("heap: tracing pid %d (%s) allocator %s%s", pid, comm, hs.allocator,
-				hs.session ? " (uprobe session)" : " (uretprobe)");
+		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.injected)
+			pp_info("heap: tracing pid %d (%s) allocator %s (injected agent%s, %u "
+				"slots in "
+				"%u modules, pause %.2f ms; %s)",
+				pid, comm, hs.allocator, hs.agent_reused ? ", reused" : "",
+				hs.inject_slots, hs.inject_modules,
+				(double)hs.inject_pause_ns / 1e6, hs.coverage);
+		else if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0)
+			pp_info("heap: tracing pid %d (%s) allocator %s%s%s%s", pid, comm,
+				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)",
+				hs.mode_reason[0] ? "; not injected: " : "", hs.mode_reason);
 		return true;
 	}
 	if (r == -ESRCH)
@@ -318,8 +326,9 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 		return false;
 	}
 	a->attach_errors++;
-	pp_warn("heap: cannot trace pid %d (%s): %s; heap profile of it stays empty", pid, comm,
-		strerror(-r));
+	const char *why = pp_heap_tracer__attach_reason(a->heap);
+	pp_warn("heap: cannot trace pid %d (%s): %s%s%s; heap profile of it stays empty", pid, comm,
+		strerror(-r), why[0] ? ": " : "", why);
 	return false;
 }
 
@@ -742,10 +751,14 @@ static void discover(struct pp_agent *a)
 				free(text);
 			}
 			if (h && (h != old_hash || exec_changed)) {
+				bool heap_patch = false;
+
 				register_process(a, &info, group, &h);
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
 				if (t) {
+					if (!exec_changed && t->heap_attached && a->heap)
+						heap_patch = true;
 					t->maps_hash = h;
 					t->maps_gen++;
 					memcpy(t->comm, info.comm, sizeof(t->comm));
@@ -759,6 +772,14 @@ static void discover(struct pp_agent *a)
 					}
 				}
 				pthread_mutex_unlock(&a->lock);
+				/* dlopen: redirect the new module's slots */
+				int np = heap_patch
+						 ? pp_heap_tracer__maps_changed(a->heap, info.pid)
+						 : 0;
+				if (np > 0)
+					pp_info("heap: pid %d: %d more allocator slots redirected "
+						"(modules loaded since)",
+						info.pid, np);
 			}
 		}
 		update_thread_names(a, info.pid);
@@ -1353,7 +1374,7 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 {
 	pid_t pids[64];
 	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
-	char **c = calloc(np * 2 + 4, sizeof(*c));
+	char **c = calloc(np * 3 + 4, sizeof(*c));
 	size_t n = 0;
 	if (!c) {
 		*ret = NULL;
@@ -1389,6 +1410,17 @@ static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *re
 				ht.paused ? " (paused: over budget)" : "", ps.vm_rss_kb,
 				ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
 				ps.vm_lck_kb, ps.vm_swap_kb);
+		if (ht.injected)
+			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
+					"modules "
+					"(%s), pause %.2f ms",
+					pids[i], ht.agent_reused ? " reused" : "", ht.inject_slots,
+					ht.inject_modules, ht.coverage,
+					(double)ht.inject_pause_ns / 1e6);
+		else if (ht.allocator[0])
+			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", pids[i],
+					ht.mode_reason[0] ? "; not injected: " : "",
+					ht.mode_reason);
 	}
 	*ret = c;
 	*ret_n = n;
@@ -1644,6 +1676,33 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 					      "d\"} %.3f\n",
 					      pids[i], ps.paused, ps.est_overhead_percent);
 		}
+		pp_buf_printf(o, "# HELP podprof_heap_injected 1 when a process's allocations are "
+				 "seen through the injected agent, 0 on the uprobe path (reason).\n"
+				 "# TYPE podprof_heap_injected gauge\n");
+		for (size_t i = 0; i < np; i++) {
+			struct pp_heap_proc_stats ps;
+			char reason[160];
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
+				continue;
+			snprintf(reason, sizeof(reason), "%s", ps.mode_reason);
+			for (char *q = reason; *q; q++)
+				if (*q == '"' || *q == '\\' || *q == '\n')
+					*q = '\'';
+			pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n",
+				      pids[i], reason, ps.injected);
+		}
+		pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a "
+				 "target "
+				 "thread while injecting.\n"
+				 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
+		for (size_t i = 0; i < np; i++) {
+			struct pp_heap_proc_stats ps;
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0 && ps.injected)
+				pp_buf_printf(o,
+					      "podprof_heap_inject_pause_seconds{pid=\"%d\"} "
+					      "%.6f\n",
+					      pids[i], (double)ps.inject_pause_ns / 1e9);
+		}
 	}
 	if (a->offcpu) {
 		struct pp_offcpu_stats os;
@@ -1857,13 +1916,14 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, perr, true);
 		}
 	}
-	if (a->cfg->heap.enabled) {
+	if (a->cfg->heap.enabled && a->cfg->heap.mode != PP_HEAP_MODE_OFF) {
 		struct pp_heap_opts ho = {
 			.sample_rate = a->cfg->heap.sample_rate,
 			.max_live = a->cfg->heap.max_live,
 			.stack_bytes = a->cfg->cpu.stack_bytes,
 			.budget_percent = a->cfg->heap.budget_percent,
 			.over_budget = a->cfg->heap.over_budget,
+			.mode = a->cfg->heap.mode,
 		};
 		a->heap = pp_heap_tracer__new(&ho, on_heap_event, a);
 		if (!a->heap) {

@@ -83,9 +83,18 @@ static const struct enum_val unwind_vals[] = {
 	{ NULL, 0, false },
 };
 
+static const struct enum_val heap_mode_vals[] = {
+	{ "auto", PP_HEAP_MODE_AUTO, false },
+	{ "inject", PP_HEAP_MODE_INJECT, false },
+	{ "uprobe", PP_HEAP_MODE_UPROBE, false },
+	{ "off", PP_HEAP_MODE_OFF, false },
+	{ NULL, 0, false },
+};
+
 static const struct enum_val policy_vals[] = {
 	{ "warn", PP_HEAP_POLICY_WARN, false },
 	{ "pause", PP_HEAP_POLICY_PAUSE, false },
+	{ "auto", PP_HEAP_POLICY_AUTO, false },
 	{ NULL, 0, false },
 };
 
@@ -147,6 +156,7 @@ static const struct key_def config_keys[] = {
 	  .dmin = 0.1,
 	  .dmax = 100 },
 	E("heap.over_budget", heap.over_budget, policy_vals),
+	E("heap.mode", heap.mode, heap_mode_vals),
 	B("offcpu.enabled", offcpu.enabled),
 	U("offcpu.min_block_us", offcpu.min_block_us, 0, 60000000),
 	B("offcpu.always_on", offcpu.always_on),
@@ -1451,7 +1461,8 @@ struct pp_config *pp_config__new_default(void)
 	c->heap.sample_rate = 524288;
 	c->heap.max_live = 65536;
 	c->heap.budget_percent = 5;
-	c->heap.over_budget = PP_HEAP_POLICY_WARN;
+	c->heap.over_budget = PP_HEAP_POLICY_AUTO;
+	c->heap.mode = PP_HEAP_MODE_AUTO;
 	c->offcpu.enabled = true;
 	c->offcpu.min_block_us = 0;
 	c->offcpu.always_on = false;

@@ -23,7 +23,17 @@
 #include "util/util.h"
 
 enum pp_unwind_mode { PP_UNWIND_DWARF = 0, PP_UNWIND_FRAME_POINTER };
-enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE };
+/* auto: pause on the uprobe path (every call traps), warn with the agent. */
+enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE, PP_HEAP_POLICY_AUTO };
+/* How allocations are seen: an agent injected into the process (inject),
+ * uprobes on the allocator (uprobe), inject with uprobes as the fallback
+ * (auto), or not at all (off). */
+enum pp_heap_mode {
+	PP_HEAP_MODE_AUTO = 0,
+	PP_HEAP_MODE_INJECT,
+	PP_HEAP_MODE_UPROBE,
+	PP_HEAP_MODE_OFF
+};
 
 /*
  * One entry of `targets:`. A process matches when every selector that is
@@ -70,7 +80,8 @@ struct pp_config {
 		uint64_t sample_rate; /* mean bytes between samples, default 524288; 1 = every allocation */
 		unsigned max_live; /* sampled live allocations tracked, default 65536 (16..16777216) */
 		double budget_percent; /* overhead budget in % of one CPU, default 5 (0.1..100) */
-		enum pp_heap_policy over_budget; /* "warn" (default) or "pause" */
+		enum pp_heap_policy over_budget; /* "auto" (default), "warn" or "pause" */
+		enum pp_heap_mode mode; /* "auto" (default), "inject", "uprobe", "off" */
 	} heap;
 
 	struct {

@@ -31,6 +31,7 @@
 #include "../../bpf/heap.h"
 #include "heap.h"
 #include "heap.skel.h"
+#include "inject/inject.h"
 #include "procfs/procfs.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -39,12 +40,15 @@ _Static_assert(HEAP_NREGS == PP_NREGS, "register count");
 
 #define ATTACH_UPROBE_SESSION 57 /* BPF_TRACE_UPROBE_SESSION, not in libbpf 1.1 headers */
 #define CMD_LINK_CREATE 28 /* BPF_LINK_CREATE */
+#define ATTACH_UPROBE_MULTI 48 /* BPF_TRACE_UPROBE_MULTI */
 
 /* Measured cost of one probed call (DESIGN.md): 941 ns per malloc+free
  * pair with a session, 1,249 ns with a uretprobe. */
 #define COST_NS_SESSION 900.0 /* per call, as measured under redis (bench/BENCHMARKS.md) */
 #define COST_NS_CLASSIC 1100.0
 #define COST_NS_SINGLESTEP 15800.0
+#define COST_NS_AGENT 3.0 /* per call through the injected agent (bench/BENCHMARKS.md) */
+#define COST_NS_SAMPLE 5000.0 /* per sampled allocation: uprobe + stack copy */
 #define TICK_NS 1000000000ull
 
 enum session_state { SESSION_UNKNOWN = 0, SESSION_YES, SESSION_NO };
@@ -59,6 +63,10 @@ struct heap_proc {
 	int session_fd;
 	bool session, paused, over_budget, exited;
 	double pause_overhead; /* p->overhead when the pause was decided */
+	struct pp_inject *inj; /* injected agent, NULL on the uprobe path */
+	int agent_fds[2]; /* uprobe_multi links on the agent, -1 if none */
+	char mode_reason[160];
+	uint64_t agent_sampled_last;
 	unsigned fallbacks;
 	uint64_t last_calls, last_tick_ns;
 	double rate, overhead;
@@ -77,6 +85,8 @@ struct pp_heap_tracer {
 	/* slot -> (gen << 32 | pid), read without the lock by poll */
 	uint64_t slot_ids[HEAP_MAX_PROCS];
 	enum session_state session;
+	bool agent_multi; /* agent programs loaded as uprobe_multi */
+	char attach_reason[160]; /* why the last attach in heap.mode inject failed */
 	char session_reason[160];
 	uint64_t events, attach_errors, last_tick_ns;
 };
@@ -107,11 +117,21 @@ static int open_load(struct pp_heap_tracer *t, bool with_session)
 	exp_table_fill(s->rodata->exp_table);
 	bpf_map__set_max_entries(s->maps.live, PP_MAX(t->opts.max_live, 16u));
 	bpf_map__set_max_entries(s->maps.scratch, (uint32_t)t->ncpus);
-	if (with_session)
+	if (with_session) {
 		bpf_program__set_expected_attach_type(s->progs.heap_session,
 						      (enum bpf_attach_type)ATTACH_UPROBE_SESSION);
-	else
+		/* The agent's probes as uprobe_multi links too: perf-event
+		 * uprobes need CAP_SYS_ADMIN on some kernels, links only BPF
+		 * and PERFMON. */
+		bpf_program__set_expected_attach_type(s->progs.heap_agent_alloc,
+						      (enum bpf_attach_type)ATTACH_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(s->progs.heap_agent_free,
+						      (enum bpf_attach_type)ATTACH_UPROBE_MULTI);
+		t->agent_multi = true;
+	} else {
+		t->agent_multi = false;
 		bpf_program__set_autoload(s->progs.heap_session, false);
+	}
 	r = heap_bpf__load(s);
 	if (r) {
 		heap_bpf__destroy(s);
@@ -298,6 +318,55 @@ static int attach_classic(struct pp_heap_tracer *t, struct heap_proc *p)
 	return 0;
 }
 
+static int attach_agent(struct pp_heap_tracer *t, struct heap_proc *p)
+{
+	const char *path = pp_inject__probe_path(p->inj);
+	uint64_t offs[2] = { pp_inject__alloc_off(p->inj), pp_inject__free_off(p->inj) };
+	struct bpf_program *progs[2] = { t->skel->progs.heap_agent_alloc,
+					 t->skel->progs.heap_agent_free };
+
+	for (int i = 0; i < 2; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = make_cookie(p, i ? HEAP_FN_FREE : 0));
+		struct bpf_link *l;
+
+		if (t->agent_multi) {
+			struct link_create_umulti attr;
+			uint64_t cookie = o.bpf_cookie;
+			int fd;
+
+			memset(&attr, 0, sizeof(attr));
+			attr.prog_fd = (uint32_t)bpf_program__fd(progs[i]);
+			attr.attach_type = ATTACH_UPROBE_MULTI;
+			attr.path = (uint64_t)(uintptr_t)path;
+			attr.offsets = (uint64_t)(uintptr_t)&offs[i];
+			attr.cookies = (uint64_t)(uintptr_t)&cookie;
+			attr.cnt = 1;
+			attr.pid = (uint32_t)p->pid;
+			fd = (int)syscall(__NR_bpf, CMD_LINK_CREATE, &attr, sizeof(attr));
+			if (fd < 0) {
+				int e = -errno;
+
+				pp_dbg("heap: pid %d: uprobe_multi on %s+%#llx: %s", (int)p->pid,
+				       path, (unsigned long long)offs[i], strerror(-e));
+				return e;
+			}
+			p->agent_fds[i] = fd;
+			continue;
+		}
+		l = bpf_program__attach_uprobe_opts(progs[i], p->pid, path, offs[i], &o);
+
+		if (!l) {
+			int e = -errno;
+
+			pp_dbg("heap: pid %d: uprobe on %s+%#llx: %s", (int)p->pid, path,
+			       (unsigned long long)offs[i], strerror(-e));
+			return e;
+		}
+		p->links[p->nlinks++] = l;
+	}
+	return 0;
+}
+
 static void release_links(struct heap_proc *p)
 {
 	unsigned i;
@@ -308,6 +377,11 @@ static void release_links(struct heap_proc *p)
 	if (p->session_fd >= 0) {
 		close(p->session_fd);
 		p->session_fd = -1;
+	}
+	for (int k = 0; k < 2; k++) {
+		if (p->agent_fds[k] >= 0)
+			close(p->agent_fds[k]);
+		p->agent_fds[k] = -1;
 	}
 }
 
@@ -407,6 +481,47 @@ static void clear_live(struct pp_heap_tracer *t, uint32_t slot)
 	}
 }
 
+/* heap.mode inject/auto: map the agent, probe its notification points,
+ * then redirect the slots (so no sampled call is missed). On failure the
+ * reason is in p->mode_reason and the target is as it was. */
+static int attach_inject(struct pp_heap_tracer *t, struct heap_proc *p)
+{
+	struct pp_inject_opts io = { .sample_rate = t->opts.sample_rate,
+				     .allocator_path = p->alloc.map_path };
+	int r;
+
+	if (t->opts.mode == PP_HEAP_MODE_UPROBE)
+		return -EOPNOTSUPP;
+	if (p->alloc.is_static) {
+		snprintf(p->mode_reason, sizeof(p->mode_reason), "%s",
+			 pp_inject__static_exe(p->pid) ? "static executable"
+						       : "allocator linked into the executable");
+		return -ENOEXEC;
+	}
+	r = pp_inject__prepare(p->pid, &io, &p->inj, p->mode_reason, sizeof(p->mode_reason));
+	if (r < 0)
+		return r;
+	r = attach_agent(t, p);
+	if (r < 0) {
+		snprintf(p->mode_reason, sizeof(p->mode_reason),
+			 "cannot probe the agent (%s); injection failed", strerror(-r));
+		goto fail;
+	}
+	r = pp_inject__patch(p->inj);
+	if (r < 0) {
+		snprintf(p->mode_reason, sizeof(p->mode_reason),
+			 "cannot redirect the allocator (%s); injection failed", strerror(-r));
+		goto fail;
+	}
+	p->mode_reason[0] = '\0';
+	return 0;
+fail:
+	release_links(p);
+	pp_inject__unload(p->inj); /* nothing redirected: leave no trace */
+	p->inj = NULL;
+	return r;
+}
+
 int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 {
 	struct heap_proc *p;
@@ -415,11 +530,13 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 
 	if (!t || pid <= 0)
 		return -EINVAL;
+	t->attach_reason[0] = '\0';
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->pid = pid;
 	p->session_fd = -1;
+	p->agent_fds[0] = p->agent_fds[1] = -1;
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0 && errno == ESRCH) {
 		free(p);
@@ -451,7 +568,12 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	clear_live(t, p->slot);
 	__atomic_store_n(&t->slot_ids[slot], ((uint64_t)p->gen << 32) | (uint32_t)pid,
 			 __ATOMIC_RELEASE);
-	r = attach_links(t, p);
+	r = attach_inject(t, p);
+	if (r < 0 && t->opts.mode == PP_HEAP_MODE_INJECT) {
+		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
+	} else if (r < 0 && r != -ESRCH) {
+		r = attach_links(t, p);
+	}
 	if (r < 0) {
 		__atomic_store_n(&t->slot_ids[slot], 0, __ATOMIC_RELEASE);
 		t->attach_errors++;
@@ -461,10 +583,13 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	p->last_tick_ns = pp_now_mono_ns();
 	t->procs[slot] = p;
 	pthread_mutex_unlock(&t->lock);
-	pp_dbg("heap: pid %d: %s (%s), %u functions, %u at +0, %s", (int)pid, p->alloc.name,
-	       p->alloc.path, p->alloc.n, p->fallbacks, p->session ? "session" : "uretprobe");
+	pp_dbg("heap: pid %d: %s (%s), %s", (int)pid, p->alloc.name, p->alloc.path,
+	       p->inj	    ? "injected agent"
+	       : p->session ? "uprobe session"
+			    : "uretprobe");
 	return 0;
 fail_noslot:
+	pp_inject__detach(p->inj);
 	release_links(p);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
@@ -474,6 +599,8 @@ fail_noslot:
 
 static void proc_free(struct pp_heap_tracer *t, struct heap_proc *p)
 {
+	pp_inject__detach(p->inj); /* slots restored first: no new notifications */
+	p->inj = NULL;
 	release_links(p);
 	__atomic_store_n(&t->slot_ids[p->slot], 0, __ATOMIC_RELEASE);
 	clear_live(t, p->slot);
@@ -513,9 +640,20 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 			continue;
 		if (!p->exited && !proc_alive(p)) {
 			p->exited = true;
+			pp_inject__detach(p->inj);
+			p->inj = NULL;
 			release_links(p);
 		}
 		read_counters(t, p->slot, &c);
+		if (p->inj) {
+			struct pp_inject_stats is;
+
+			if (pp_inject__stats(p->inj, &is) == 0) {
+				c.mallocs = is.calls;
+				c.frees = is.frees;
+				c.alloc_bytes = is.bytes;
+			}
+		}
 		calls = c.mallocs + c.frees;
 		dt = (double)(now - p->last_tick_ns) / 1e9;
 		if (dt <= 0)
@@ -526,6 +664,16 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 		/* A probe the kernel must single-step (no emulated instruction
 		 * found in malloc or free) costs about 15.8 us a hit (DESIGN.md). */
 		double cost = p->session ? COST_NS_SESSION : COST_NS_CLASSIC;
+		if (p->inj) {
+			/* Agent: a few ns per call, the probe only per sample. */
+			double srate = (double)(c.sampled - p->agent_sampled_last) / dt;
+
+			p->agent_sampled_last = c.sampled;
+			p->overhead =
+				(p->rate * COST_NS_AGENT + srate * COST_NS_SAMPLE) * 1e-9 * 100.0;
+			p->over_budget = p->overhead > t->opts.budget_percent;
+			continue;
+		}
 		for (unsigned k = 0; k < p->alloc.n; k++) {
 			int fn = p->alloc.fns[k].fn;
 			if (!p->alloc.fns[k].emulated &&
@@ -535,7 +683,9 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 		p->overhead = p->rate * cost * 1e-9 * 100.0;
 		if (p->overhead > t->opts.budget_percent) {
 			p->over_budget = true;
-			if (t->opts.over_budget == PP_HEAP_POLICY_PAUSE && !p->paused) {
+			if ((t->opts.over_budget == PP_HEAP_POLICY_PAUSE ||
+			     t->opts.over_budget == PP_HEAP_POLICY_AUTO) &&
+			    !p->paused) {
 				release_links(p);
 				p->paused = true;
 				p->pause_overhead = p->overhead;
@@ -605,6 +755,25 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 	ret->probes = p->alloc.n;
 	ret->probe_fallbacks = p->fallbacks;
 	ret->pause_overhead_percent = p->pause_overhead;
+	ret->injected = p->inj != NULL;
+	snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", p->mode_reason);
+	if (p->inj) {
+		struct pp_inject_stats is;
+
+		if (pp_inject__stats(p->inj, &is) == 0) {
+			ret->mallocs = is.calls;
+			ret->frees = is.frees;
+			ret->alloc_bytes = is.bytes;
+			ret->agent_reused = is.reused;
+			ret->inject_slots = is.slots;
+			ret->inject_modules = is.modules;
+			ret->inject_pause_ns = is.pause_ns;
+			snprintf(ret->coverage, sizeof(ret->coverage), "%s", is.coverage);
+		}
+		ret->probes = 2;
+		ret->probe_fallbacks = 0;
+		ret->session = false;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -641,6 +810,28 @@ void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret)
 	pthread_mutex_unlock(&t->lock);
 }
 
+int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid)
+{
+	ssize_t i;
+	int r = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	i = find_proc(t, pid);
+	if (i < 0)
+		r = -ENOENT;
+	else if (t->procs[i]->inj)
+		r = pp_inject__patch(t->procs[i]->inj);
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+const char *pp_heap_tracer__attach_reason(struct pp_heap_tracer *t)
+{
+	return t ? t->attach_reason : "";
+}
+
 const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t)
 {
 	return t ? t->session_reason : "";
@@ -652,6 +843,7 @@ void pp_heap_tracer__free(struct pp_heap_tracer *t)
 		return;
 	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
 		if (t->procs[i]) {
+			pp_inject__detach(t->procs[i]->inj);
 			release_links(t->procs[i]);
 			if (t->procs[i]->pidfd >= 0)
 				close(t->procs[i]->pidfd);

@@ -44,6 +44,7 @@ struct pp_heap_opts {
 	double budget_percent; /* of one CPU */
 	enum pp_heap_policy over_budget;
 	bool no_session; /* appended: never try the uprobe session (tests, diagnostics) */
+	enum pp_heap_mode mode; /* appended: auto (default), inject, uprobe (off: never attach) */
 };
 
 struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_heap_event_fn fn,
@@ -68,6 +69,14 @@ struct pp_heap_proc_stats {
 	unsigned probes; /* functions probed */
 	unsigned probe_fallbacks; /* functions probed at +0 on a single-stepped instruction */
 	double pause_overhead_percent; /* the estimate that triggered the pause (0: not paused) */
+	/* Injected agent (heap.mode inject/auto): */
+	bool injected; /* allocations seen through the agent, not uprobes */
+	bool agent_reused; /* an agent left by an earlier podprof was reused */
+	char mode_reason[160]; /* why not injected ("" when injected or mode uprobe) */
+	unsigned inject_slots; /* GOT slots redirected */
+	unsigned inject_modules; /* modules with a redirected slot */
+	uint64_t inject_pause_ns; /* longest stop of a target thread */
+	char coverage[256]; /* slots per module, "app:3 libstdc++.so.6:2" */
 };
 int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_heap_proc_stats *ret);
 
@@ -77,6 +86,13 @@ struct pp_heap_stats {
 };
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);
 void pp_heap_tracer__free(struct pp_heap_tracer *t);
+/* The process's mappings changed (dlopen): redirect the slots of new
+ * modules when it is injected. Returns the number of slots newly
+ * redirected (>= 0), -ENOENT (not attached) or -errno. */
+int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid);
+/* Why the last attach failed in heap.mode inject (the injection's reason;
+ * "" otherwise). Borrowed; read from the thread that called attach. */
+const char *pp_heap_tracer__attach_reason(struct pp_heap_tracer *t);
 /* Why the uprobe session is not used ("" when it is or before the first
  * attach). Borrowed until pp_heap_tracer__free. */
 const char *pp_heap_tracer__session_reason(struct pp_heap_tracer *t);

@@ -36,7 +36,7 @@ def run_sites(path, extra=()):
     wl = Workload([path, "full"])
     check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
-                 "--set", "offcpu.enabled=false", *extra)
+                 "--set", "offcpu.enabled=false", "--set", "heap.over_budget=warn", *extra)
     pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().strip()

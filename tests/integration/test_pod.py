@@ -134,6 +134,10 @@ def test_simulated_pod():
                 inuse[fn] = inuse.get(fn, 0) + s["values"][idx]
         check(inuse.get("cache_insert", 0) > 0, "no live heap attributed to cache_insert: %s" %
               {k: v for k, v in inuse.items() if isinstance(k, str) and v}.keys())
+        # heap.mode auto: the agent was injected with only BPF, PERFMON and
+        # SYS_PTRACE, into a process whose files podprof cannot see.
+        check(re.search(r"heap: tracing pid \d+ \(demo\) .*injected agent", pp.log_text()),
+              "heap agent not injected in the pod:\n" + pp.log_text()[-1500:])
     finally:
         pp.kill()
         shutil.rmtree(root, ignore_errors=True)

@@ -122,7 +122,7 @@ static void check_defaults(const struct pp_config *c)
 	assert_int_equal(c->heap.sample_rate, 524288);
 	assert_int_equal(c->heap.max_live, 65536);
 	assert_true(c->heap.budget_percent == 5.0);
-	assert_int_equal(c->heap.over_budget, PP_HEAP_POLICY_WARN);
+	assert_int_equal(c->heap.over_budget, PP_HEAP_POLICY_AUTO);
 	assert_true(c->offcpu.enabled);
 	assert_int_equal(c->offcpu.min_block_us, 0);
 	assert_true(c->threads.enabled);
@@ -407,7 +407,7 @@ static const struct {
 	{ "cpu:\n  ? {a: 1}\n  : 1\n", "x.yaml:2: cpu: keys must be plain words, got a mapping" },
 	/* enums */
 	{ "heap: {over_budget: stop}\n", "x.yaml:1: heap.over_budget: \"stop\" is not one of: "
-					 "warn, pause" },
+					 "warn, pause, auto" },
 	{ "cpu: {unwind: lbr}\n", "x.yaml:1: cpu.unwind: \"lbr\" is not one of: dwarf, "
 				  "frame-pointer" },
 	{ "log: {level: trace}\n", "x.yaml:1: log.level: \"trace\" is not one of: error, warn, "
@@ -431,7 +431,7 @@ static const struct {
 		      "threads, http, limits, log)" },
 	{ "heap: {zzz: 1}\n", "x.yaml:1: heap.zzz: unknown key (valid keys: enabled, sample_rate, "
 			      "max_live, "
-			      "budget_percent, over_budget)" },
+			      "budget_percent, over_budget, mode)" },
 	{ "targets:\n  - name: a\n    comn: redis\n", "x.yaml:3: targets[0].comn: unknown key (did "
 						      "you mean comm?)" },
 	{ "cpu.frequency_hz: 5\n", "x.yaml:1: cpu.frequency_hz: unknown key (write it nested: "
@@ -716,7 +716,7 @@ static const struct {
 	{ "heap.sample_rate", "4097", "  sample_rate: 4097\n", true },
 	{ "heap.budget_percent", "12.5", "  budget_percent: 12.5\n", true },
 	{ "heap.over_budget", "stop",
-	  "--set: heap.over_budget: \"stop\" is not one of: warn, pause", false },
+	  "--set: heap.over_budget: \"stop\" is not one of: warn, pause, auto", false },
 	{ "http.token_file", "/t", "  token_file: \"/t\"\n", true },
 	{ "http.token_file", "", "  token_file: \"\"\n", true },
 	{ "log.level", "debug", "  level: debug\n", true },
@@ -1002,7 +1002,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 31);
+	assert_int_equal(nkeys, 32);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);

@@ -254,12 +254,14 @@ struct run {
 
 static void run_workload(const struct run *rn)
 {
+	/* this suite tests the uprobe path (heap.mode uprobe) */
 	struct pp_heap_opts o = { .sample_rate = (uint64_t)rn->rate,
 				  .max_live = 1u << 18,
 				  .stack_bytes = 16384,
 				  .budget_percent = 100,
 				  .over_budget = PP_HEAP_POLICY_WARN,
-				  .no_session = rn->no_session };
+				  .no_session = rn->no_session,
+				  .mode = PP_HEAP_MODE_UPROBE };
 	struct ctx *c = calloc(1, sizeof(*c));
 	struct pp_heap_proc_stats ps;
 	struct pp_heap_stats hs;

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Layout shared by the injected sampling agent (agent-blob.c, compiled
+ * freestanding into a flat position-independent image) and podprof
+ * (inject.c), which maps that image into a target and writes its data.
+ *
+ * Image: [code pages: struct pp_agent_hdr at offset 0, then the code]
+ *        [data pages at hdr.data_off: struct pp_agent_data, zero-filled]
+ * The code pages are mapped read+execute, the data pages read+write, both
+ * MAP_PRIVATE from one memfd (a fork child gets its own copy of the data).
+ */
+#ifndef PODPROF_AGENT_ABI_H
+#define PODPROF_AGENT_ABI_H
+
+#include <stdint.h>
+
+#define PP_AGENT_MAGIC 0x31544e4741505050ull /* "PPPAGNT1" */
+#define PP_AGENT_VERSION 1u
+#define PP_AGENT_MEMFD_NAME "podprof-agent"
+
+/* Entry points the agent wraps (GOT slots it can take over). */
+enum pp_agent_fn {
+	PP_AG_MALLOC = 0,
+	PP_AG_CALLOC,
+	PP_AG_REALLOC,
+	PP_AG_REALLOCARRAY,
+	PP_AG_FREE,
+	PP_AG_POSIX_MEMALIGN,
+	PP_AG_ALIGNED_ALLOC,
+	PP_AG_MEMALIGN,
+	PP_AG_VALLOC,
+	PP_AG_PVALLOC,
+	PP_AG_FREE_SIZED,
+	PP_AG_FREE_ALIGNED_SIZED,
+	/* C++ operator new: size in the first argument */
+	PP_AG_NEW, /* _Znwm */
+	PP_AG_NEW_A, /* _Znam */
+	PP_AG_NEW_NT, /* _ZnwmRKSt9nothrow_t */
+	PP_AG_NEW_A_NT, /* _ZnamRKSt9nothrow_t */
+	PP_AG_NEW_AL, /* _ZnwmSt11align_val_t */
+	PP_AG_NEW_A_AL, /* _ZnamSt11align_val_t */
+	PP_AG_NEW_AL_NT, /* _ZnwmSt11align_val_tRKSt9nothrow_t */
+	PP_AG_NEW_A_AL_NT, /* _ZnamSt11align_val_tRKSt9nothrow_t */
+	/* C++ operator delete: pointer in the first argument */
+	PP_AG_DEL, /* _ZdlPv */
+	PP_AG_DEL_A, /* _ZdaPv */
+	PP_AG_DEL_S, /* _ZdlPvm */
+	PP_AG_DEL_A_S, /* _ZdaPvm */
+	PP_AG_DEL_AL, /* _ZdlPvSt11align_val_t */
+	PP_AG_DEL_A_AL, /* _ZdaPvSt11align_val_t */
+	PP_AG_DEL_S_AL, /* _ZdlPvmSt11align_val_t */
+	PP_AG_DEL_A_S_AL, /* _ZdaPvmSt11align_val_t */
+	PP_AG_DEL_NT, /* _ZdlPvRKSt9nothrow_t */
+	PP_AG_DEL_A_NT, /* _ZdaPvRKSt9nothrow_t */
+	PP_AG_NFN,
+};
+#define PP_AG_FIRST_CXX PP_AG_NEW
+
+/* At offset 0 of the image (read-only in the target). Offsets are from
+ * the image start. */
+struct pp_agent_hdr {
+	uint64_t magic;
+	uint32_t version, nfn;
+	uint64_t image_size; /* bytes of the flat image (code + initialised data) */
+	uint64_t total_size; /* bytes to map (data zero-filled up to here) */
+	uint64_t data_off; /* page aligned */
+	uint64_t notify_alloc_off; /* pp_agent_sampled_alloc */
+	uint64_t notify_free_off; /* pp_agent_sampled_free */
+	uint64_t wrap_off[PP_AG_NFN];
+};
+
+#define PP_AGENT_EXP_TABLE 4096 /* exponential quantiles, -ln(u) << 16 */
+#define PP_AGENT_EXP_SHIFT 16
+#define PP_AGENT_THREAD_BITS 12 /* per-thread countdown slots */
+#define PP_AGENT_FILTER_BITS 16 /* counting filter of sampled addresses */
+#define PP_AGENT_SET_BITS 16 /* exact set of sampled addresses */
+#define PP_AGENT_SET_PROBES 32
+
+struct pp_agent_thread {
+	uint64_t key; /* thread pointer (%fs:0), 0 = free slot */
+	int64_t left; /* bytes until the next sample */
+	uint64_t rng;
+	uint64_t calls; /* allocation calls seen */
+	uint64_t bytes; /* bytes requested */
+	uint64_t frees; /* free calls with a non-NULL pointer */
+	uint64_t pad[2];
+};
+
+/* At data_off. podprof writes sample_rate, real[], seed and exp_table
+ * into the memfd before mapping; later changes go through /proc/PID/mem. */
+struct pp_agent_data {
+	uint64_t magic;
+	uint64_t sample_rate; /* mean bytes; <= 1 samples every allocation */
+	uint64_t seed;
+	uint64_t real[PP_AG_NFN]; /* where each wrapper forwards */
+	uint64_t set_full; /* samples dropped: exact set full */
+	uint64_t pad[7];
+	uint32_t exp_table[PP_AGENT_EXP_TABLE];
+	struct pp_agent_thread overflow; /* shared by threads beyond the table */
+	struct pp_agent_thread threads[1u << PP_AGENT_THREAD_BITS];
+	uint16_t filter[1u << PP_AGENT_FILTER_BITS];
+	uint64_t set[1u << PP_AGENT_SET_BITS]; /* 0 empty, 1 deleted */
+};
+
+#endif

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sampling agent podprof maps into a running process (lib/inject).
+ * Freestanding: no libc, no loader, no allocator, no TLS; every data
+ * reference is RIP-relative, so the flat image runs at any address.
+ *
+ * Each wrapper takes over one GOT slot. Unsampled calls: find the calling
+ * thread's countdown (a slot keyed by the thread pointer, claimed with a
+ * CAS), subtract the size, tail-call the real function. Frees: a counting
+ * filter of hashed sampled addresses; only a hit looks in the exact set.
+ *
+ * Sampled events leave through two tiny functions podprof puts uprobes on:
+ * pp_agent_sampled_alloc is reached by a tail jump once the real allocator
+ * has returned, so at its entry the stack pointer, return address and
+ * callee-saved registers are exactly those of the application's call
+ * (what the uprobe path sees at the allocator's return); it returns its
+ * fourth argument as the wrapper's result. pp_agent_sampled_free is
+ * called before the real free, so the address cannot be reused and
+ * sampled again before podprof hears it was freed.
+ *
+ * Sampled-block bookkeeping stays outside the blocks (no header), so a
+ * block freed through a path the agent does not see is harmless.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent-abi.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+extern struct pp_agent_hdr pp_agent_hdr HIDDEN;
+extern char __data_start[] HIDDEN, __image_end[] HIDDEN, __total_end[] HIDDEN;
+
+HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by podprof */
+
+/* Notification points: `push %rbp` first, an instruction the kernel
+ * emulates under a uprobe (no single-step, which costs ~15 us here; see
+ * lib/heap/x86.c), then the return value. The probe fires before the push,
+ * so the BPF program sees the entry stack pointer. */
+void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
+void pp_agent_sampled_free(void *p) HIDDEN;
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl pp_agent_sampled_alloc\n"
+	".hidden pp_agent_sampled_alloc\n"
+	".type pp_agent_sampled_alloc,@function\n"
+	"pp_agent_sampled_alloc:\n"
+	"  push %rbp\n"
+	"  pop %rbp\n"
+	"  mov %rcx, %rax\n"
+	"  ret\n"
+	".size pp_agent_sampled_alloc, .-pp_agent_sampled_alloc\n"
+	".p2align 4\n"
+	".globl pp_agent_sampled_free\n"
+	".hidden pp_agent_sampled_free\n"
+	".type pp_agent_sampled_free,@function\n"
+	"pp_agent_sampled_free:\n"
+	"  push %rbp\n"
+	"  pop %rbp\n"
+	"  ret\n"
+	".size pp_agent_sampled_free, .-pp_agent_sampled_free\n");
+
+typedef void *(*fn1_t)(uint64_t, uint64_t, uint64_t);
+typedef void (*free_t)(void *, uint64_t, uint64_t);
+typedef int (*pma_t)(void **, uint64_t, uint64_t);
+
+#define REAL(i) (D.real[(i)])
+
+static inline uint64_t hash64(uint64_t x)
+{
+	return x * 0x9e3779b97f4a7c15ull;
+}
+
+static uint64_t rng_next(struct pp_agent_thread *t)
+{
+	uint64_t x = t->rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	t->rng = x;
+	return x;
+}
+
+static int64_t draw(struct pp_agent_thread *t)
+{
+	uint64_t r = D.sample_rate, v;
+
+	if (r <= 1)
+		return 0;
+	v = D.exp_table[(rng_next(t) >> 20) & (PP_AGENT_EXP_TABLE - 1)];
+	v = (v * r) >> PP_AGENT_EXP_SHIFT;
+	return v ? (int64_t)v : 1;
+}
+
+static __attribute__((noinline)) struct pp_agent_thread *tstate_slow(uint64_t tp, uint64_t h)
+{
+	const uint64_t mask = (1u << PP_AGENT_THREAD_BITS) - 1;
+
+	for (unsigned i = 0; i < 16; i++) {
+		struct pp_agent_thread *t = &D.threads[(h + i) & mask];
+		uint64_t k = __atomic_load_n(&t->key, __ATOMIC_ACQUIRE), zero = 0;
+
+		if (k == tp)
+			return t;
+		if (k)
+			continue;
+		if (__atomic_compare_exchange_n(&t->key, &zero, tp, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			t->rng = hash64(tp ^ D.seed) | 1;
+			t->left = draw(t);
+			return t;
+		}
+		if (zero == tp)
+			return t;
+	}
+	if (!D.overflow.rng)
+		D.overflow.rng = D.seed | 1;
+	return &D.overflow;
+}
+
+static inline struct pp_agent_thread *tstate(void)
+{
+	uint64_t tp, h;
+	struct pp_agent_thread *t;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	h = hash64(tp) >> (64 - PP_AGENT_THREAD_BITS);
+	t = &D.threads[h];
+	if (likely(t->key == tp))
+		return t;
+	return tstate_slow(tp, h);
+}
+
+static inline uint16_t *filter_of(uint64_t p)
+{
+	return &D.filter[hash64(p) >> (64 - PP_AGENT_FILTER_BITS)];
+}
+
+/* Record a sampled address; 0 when the set is full (sample dropped). */
+static int set_add(uint64_t p)
+{
+	const uint64_t mask = (1u << PP_AGENT_SET_BITS) - 1;
+	uint64_t h = hash64(p) >> (64 - PP_AGENT_SET_BITS);
+
+	for (unsigned i = 0; i < PP_AGENT_SET_PROBES; i++) {
+		uint64_t *s = &D.set[(h + i) & mask];
+		uint64_t v = __atomic_load_n(s, __ATOMIC_RELAXED);
+
+		if (v > 1)
+			continue;
+		if (__atomic_compare_exchange_n(s, &v, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_fetch_add(filter_of(p), 1, __ATOMIC_RELEASE);
+			return 1;
+		}
+	}
+	__atomic_fetch_add(&D.set_full, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Remove p if it was sampled; 1 when it was. */
+static int set_del(uint64_t p)
+{
+	const uint64_t mask = (1u << PP_AGENT_SET_BITS) - 1;
+	uint64_t h = hash64(p) >> (64 - PP_AGENT_SET_BITS);
+
+	for (unsigned i = 0; i < PP_AGENT_SET_PROBES; i++) {
+		uint64_t *s = &D.set[(h + i) & mask];
+		uint64_t v = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+
+		if (v == 0)
+			return 0;
+		if (v != p)
+			continue;
+		if (__atomic_compare_exchange_n(s, &v, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_fetch_sub(filter_of(p), 1, __ATOMIC_RELEASE);
+			return 1;
+		}
+		return 0; /* freed concurrently (a double free in the target) */
+	}
+	return 0;
+}
+
+static __attribute__((noinline)) void freed_slow(uint64_t p)
+{
+	if (set_del(p))
+		pp_agent_sampled_free((void *)p);
+}
+
+static inline void on_free(uint64_t p)
+{
+	if (unlikely(p && __atomic_load_n(filter_of(p), __ATOMIC_ACQUIRE)))
+		freed_slow(p);
+}
+
+/* The sampled path of every allocating wrapper: account, call the real
+ * function, record and notify (tail jump). */
+static __attribute__((noinline)) void *sampled_ptr(struct pp_agent_thread *t, uint64_t size,
+						   void *p)
+{
+	uint64_t w = (uint64_t)(-t->left) + size; /* bytes since the last sample */
+
+	t->left = draw(t);
+	if (!p || !set_add((uint64_t)p))
+		return p;
+	return pp_agent_sampled_alloc(p, size, w, p);
+}
+
+static inline int count(struct pp_agent_thread *t, uint64_t size)
+{
+	t->calls++;
+	t->bytes += size;
+	t->left -= (int64_t)size;
+	return t->left < 0;
+}
+
+/* The calling thread's slot when it is in its home position (the common
+ * case), else NULL: the fast paths below then need no callee-saved
+ * register and no stack frame. */
+static inline struct pp_agent_thread *tfast(void)
+{
+	uint64_t tp;
+	struct pp_agent_thread *t;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	t = &D.threads[hash64(tp) >> (64 - PP_AGENT_THREAD_BITS)];
+	return likely(t->key == tp) ? t : NULL;
+}
+
+/* Everything but the fast path of the allocating wrappers: counting when
+ * tfast() missed, the real call, and the sampled path (tail jumps only,
+ * see the top of this file). */
+static __attribute__((noinline)) void *alloc_slow(uint64_t a, uint64_t b, uint64_t c, uint64_t size,
+						  unsigned idx, int counted)
+{
+	struct pp_agent_thread *t = tstate();
+
+	if (!counted && !count(t, size))
+		return ((fn1_t)REAL(idx))(a, b, c);
+	return sampled_ptr(t, size, ((fn1_t)REAL(idx))(a, b, c));
+}
+
+#define ALLOC_WRAP(name, idx, size_arg)                               \
+	HIDDEN void *name(uint64_t a, uint64_t b, uint64_t c)         \
+	{                                                             \
+		struct pp_agent_thread *t = tfast();                  \
+		if (likely(t)) {                                      \
+			if (likely(!count(t, size_arg)))              \
+				return ((fn1_t)REAL(idx))(a, b, c);   \
+			return alloc_slow(a, b, c, size_arg, idx, 1); \
+		}                                                     \
+		return alloc_slow(a, b, c, size_arg, idx, 0);         \
+	}
+/* operator new, malloc, valloc, pvalloc: size first */
+#define ALLOC1(name, idx) ALLOC_WRAP(name, idx, a)
+ALLOC1(w_malloc, PP_AG_MALLOC)
+ALLOC1(w_valloc, PP_AG_VALLOC)
+ALLOC1(w_pvalloc, PP_AG_PVALLOC)
+ALLOC1(w_new, PP_AG_NEW)
+ALLOC1(w_new_a, PP_AG_NEW_A)
+ALLOC1(w_new_nt, PP_AG_NEW_NT)
+ALLOC1(w_new_a_nt, PP_AG_NEW_A_NT)
+ALLOC1(w_new_al, PP_AG_NEW_AL)
+ALLOC1(w_new_a_al, PP_AG_NEW_A_AL)
+ALLOC1(w_new_al_nt, PP_AG_NEW_AL_NT)
+ALLOC1(w_new_a_al_nt, PP_AG_NEW_A_AL_NT)
+
+/* aligned_alloc, memalign: (alignment, size) */
+#define ALLOC2(name, idx) ALLOC_WRAP(name, idx, b)
+ALLOC2(w_aligned_alloc, PP_AG_ALIGNED_ALLOC)
+ALLOC2(w_memalign, PP_AG_MEMALIGN)
+
+HIDDEN void *w_calloc(uint64_t n, uint64_t m, uint64_t c)
+{
+	struct pp_agent_thread *t = tstate();
+	uint64_t size;
+
+	if (__builtin_mul_overflow(n, m, &size))
+		size = 0; /* the real calloc fails it */
+	if (likely(!count(t, size)))
+		return ((fn1_t)REAL(PP_AG_CALLOC))(n, m, c);
+	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_CALLOC))(n, m, c));
+}
+
+HIDDEN void *w_realloc(uint64_t p, uint64_t n, uint64_t c)
+{
+	struct pp_agent_thread *t;
+
+	if (p) {
+		on_free(p);
+		if (!n)
+			return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
+	}
+	t = tstate();
+	if (likely(!count(t, n)))
+		return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
+	return sampled_ptr(t, n, ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c));
+}
+
+HIDDEN void *w_reallocarray(uint64_t p, uint64_t n, uint64_t m)
+{
+	struct pp_agent_thread *t;
+	uint64_t size;
+
+	if (__builtin_mul_overflow(n, m, &size))
+		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m); /* fails, p untouched */
+	if (p) {
+		on_free(p);
+		if (!size)
+			return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
+	}
+	t = tstate();
+	if (likely(!count(t, size)))
+		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
+	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m));
+}
+
+static __attribute__((noinline)) int sampled_pma(struct pp_agent_thread *t, uint64_t size,
+						 void **memptr, int r)
+{
+	uint64_t w = (uint64_t)(-t->left) + size;
+
+	t->left = draw(t);
+	if (r || !set_add((uint64_t)*memptr))
+		return r;
+	return (int)(uint64_t)pp_agent_sampled_alloc(*memptr, size, w, (void *)0);
+}
+
+HIDDEN int w_posix_memalign(void **memptr, uint64_t al, uint64_t size)
+{
+	struct pp_agent_thread *t = tstate();
+
+	if (likely(!count(t, size)))
+		return ((pma_t)REAL(PP_AG_POSIX_MEMALIGN))(memptr, al, size);
+	return sampled_pma(t, size, memptr, ((pma_t)REAL(PP_AG_POSIX_MEMALIGN))(memptr, al, size));
+}
+
+#define FREE1(name, idx)                                  \
+	HIDDEN void name(void *p, uint64_t b, uint64_t c) \
+	{                                                 \
+		on_free((uint64_t)p);                     \
+		((free_t)REAL(idx))(p, b, c);             \
+	}
+FREE1(w_free, PP_AG_FREE)
+FREE1(w_free_sized, PP_AG_FREE_SIZED)
+FREE1(w_free_aligned_sized, PP_AG_FREE_ALIGNED_SIZED)
+FREE1(w_del, PP_AG_DEL)
+FREE1(w_del_a, PP_AG_DEL_A)
+FREE1(w_del_s, PP_AG_DEL_S)
+FREE1(w_del_a_s, PP_AG_DEL_A_S)
+FREE1(w_del_al, PP_AG_DEL_AL)
+FREE1(w_del_a_al, PP_AG_DEL_A_AL)
+FREE1(w_del_s_al, PP_AG_DEL_S_AL)
+FREE1(w_del_a_s_al, PP_AG_DEL_A_S_AL)
+FREE1(w_del_nt, PP_AG_DEL_NT)
+FREE1(w_del_a_nt, PP_AG_DEL_A_NT)
+
+#define OFF(sym) ((uint64_t)(uintptr_t) & (sym))
+HIDDEN struct pp_agent_hdr pp_agent_hdr __attribute__((section(".agenthdr"), used)) = {
+	.magic = PP_AGENT_MAGIC,
+	.version = PP_AGENT_VERSION,
+	.nfn = PP_AG_NFN,
+	.image_size = OFF(__image_end),
+	.total_size = OFF(__total_end),
+	.data_off = OFF(__data_start),
+	.notify_alloc_off = OFF(pp_agent_sampled_alloc),
+	.notify_free_off = OFF(pp_agent_sampled_free),
+	.wrap_off = {
+		[PP_AG_MALLOC] = OFF(w_malloc),
+		[PP_AG_CALLOC] = OFF(w_calloc),
+		[PP_AG_REALLOC] = OFF(w_realloc),
+		[PP_AG_REALLOCARRAY] = OFF(w_reallocarray),
+		[PP_AG_FREE] = OFF(w_free),
+		[PP_AG_POSIX_MEMALIGN] = OFF(w_posix_memalign),
+		[PP_AG_ALIGNED_ALLOC] = OFF(w_aligned_alloc),
+		[PP_AG_MEMALIGN] = OFF(w_memalign),
+		[PP_AG_VALLOC] = OFF(w_valloc),
+		[PP_AG_PVALLOC] = OFF(w_pvalloc),
+		[PP_AG_FREE_SIZED] = OFF(w_free_sized),
+		[PP_AG_FREE_ALIGNED_SIZED] = OFF(w_free_aligned_sized),
+		[PP_AG_NEW] = OFF(w_new),
+		[PP_AG_NEW_A] = OFF(w_new_a),
+		[PP_AG_NEW_NT] = OFF(w_new_nt),
+		[PP_AG_NEW_A_NT] = OFF(w_new_a_nt),
+		[PP_AG_NEW_AL] = OFF(w_new_al),
+		[PP_AG_NEW_A_AL] = OFF(w_new_a_al),
+		[PP_AG_NEW_AL_NT] = OFF(w_new_al_nt),
+		[PP_AG_NEW_A_AL_NT] = OFF(w_new_a_al_nt),
+		[PP_AG_DEL] = OFF(w_del),
+		[PP_AG_DEL_A] = OFF(w_del_a),
+		[PP_AG_DEL_S] = OFF(w_del_s),
+		[PP_AG_DEL_A_S] = OFF(w_del_a_s),
+		[PP_AG_DEL_AL] = OFF(w_del_al),
+		[PP_AG_DEL_A_AL] = OFF(w_del_a_al),
+		[PP_AG_DEL_S_AL] = OFF(w_del_s_al),
+		[PP_AG_DEL_A_S_AL] = OFF(w_del_a_s_al),
+		[PP_AG_DEL_NT] = OFF(w_del_nt),
+		[PP_AG_DEL_A_NT] = OFF(w_del_a_nt),
+	},
+};

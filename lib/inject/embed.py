@@ -1,0 +1,11 @@
+#!/usr/bin/env python3
+# Turn the agent's flat image into a C array (no external tools needed).
+import sys
+
+data = open(sys.argv[1], 'rb').read()
+with open(sys.argv[2], 'w') as out:
+    out.write('/* Generated from the agent image by embed.py. */\n#include <stddef.h>\n')
+    out.write('const unsigned char pp_agent_image[] __attribute__((aligned(64))) = {\n')
+    for i in range(0, len(data), 16):
+        out.write('  ' + ', '.join('0x%02x' % b for b in data[i:i + 16]) + ',\n')
+    out.write('};\nconst size_t pp_agent_image_len = %d;\n' % len(data))

@@ -1,0 +1,1312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Injecting the sampling agent and redirecting GOT slots (see inject.h).
+ */
+#include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agent-abi.h"
+#include "inject/inject.h"
+#include "procfs/procfs.h"
+#include "util/util.h"
+
+extern const unsigned char pp_agent_image[];
+extern const size_t pp_agent_image_len;
+
+#define MAX_SLOTS 4096
+#define MAX_MODULES 1024
+#define ALLOC_IDX_NONE -1
+
+/* Symbol names per enum pp_agent_fn. */
+static const char *const fn_names[PP_AG_NFN] = {
+	[PP_AG_MALLOC] = "malloc",
+	[PP_AG_CALLOC] = "calloc",
+	[PP_AG_REALLOC] = "realloc",
+	[PP_AG_REALLOCARRAY] = "reallocarray",
+	[PP_AG_FREE] = "free",
+	[PP_AG_POSIX_MEMALIGN] = "posix_memalign",
+	[PP_AG_ALIGNED_ALLOC] = "aligned_alloc",
+	[PP_AG_MEMALIGN] = "memalign",
+	[PP_AG_VALLOC] = "valloc",
+	[PP_AG_PVALLOC] = "pvalloc",
+	[PP_AG_FREE_SIZED] = "free_sized",
+	[PP_AG_FREE_ALIGNED_SIZED] = "free_aligned_sized",
+	[PP_AG_NEW] = "_Znwm",
+	[PP_AG_NEW_A] = "_Znam",
+	[PP_AG_NEW_NT] = "_ZnwmRKSt9nothrow_t",
+	[PP_AG_NEW_A_NT] = "_ZnamRKSt9nothrow_t",
+	[PP_AG_NEW_AL] = "_ZnwmSt11align_val_t",
+	[PP_AG_NEW_A_AL] = "_ZnamSt11align_val_t",
+	[PP_AG_NEW_AL_NT] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
+	[PP_AG_NEW_A_AL_NT] = "_ZnamSt11align_val_tRKSt9nothrow_t",
+	[PP_AG_DEL] = "_ZdlPv",
+	[PP_AG_DEL_A] = "_ZdaPv",
+	[PP_AG_DEL_S] = "_ZdlPvm",
+	[PP_AG_DEL_A_S] = "_ZdaPvm",
+	[PP_AG_DEL_AL] = "_ZdlPvSt11align_val_t",
+	[PP_AG_DEL_A_AL] = "_ZdaPvSt11align_val_t",
+	[PP_AG_DEL_S_AL] = "_ZdlPvmSt11align_val_t",
+	[PP_AG_DEL_A_S_AL] = "_ZdaPvmSt11align_val_t",
+	[PP_AG_DEL_NT] = "_ZdlPvRKSt9nothrow_t",
+	[PP_AG_DEL_A_NT] = "_ZdaPvRKSt9nothrow_t",
+};
+
+struct slot {
+	uint64_t addr; /* GOT slot in the target */
+	uint64_t orig; /* what it held (restored on detach) */
+	int fn;
+	unsigned module;
+	bool patched;
+};
+
+struct module {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode, start;
+	char name[64];
+	unsigned nslots;
+	bool scanned;
+};
+
+struct pp_inject {
+	pid_t pid;
+	int memfd; /* podprof's descriptor of the agent's memfd */
+	char probe_path[64];
+	struct pp_agent_hdr hdr;
+	uint64_t base; /* agent image address in the target */
+	uint64_t real[PP_AG_NFN]; /* what the agent forwards to (0: not wrapped) */
+	uint64_t def[PP_AG_NFN]; /* definitions in the allocator's module */
+	char alloc_path[4096]; /* maps path of the module the loader binds malloc to */
+	uint64_t sample_rate;
+	unsigned max_pause_ms;
+	bool reused;
+	bool ever_patched; /* a slot was written: the code must stay mapped */
+	long target_fd; /* the agent's memfd in the target (-1 unknown) */
+	uint64_t pause_ns;
+	struct slot *slots;
+	size_t nslots;
+	struct module *mods;
+	size_t nmods;
+	unsigned skipped;
+};
+
+/* ---------------------------------------------------------------- memory */
+
+static int mem_fd(pid_t pid, int flags)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/mem", (int)pid);
+	fd = open(p, flags | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	int fd = mem_fd(pid, O_RDONLY);
+	ssize_t r;
+
+	if (fd < 0)
+		return fd;
+	r = pread(fd, buf, len, (off_t)addr);
+	close(fd);
+	if (r < 0)
+		return -errno;
+	return (size_t)r == len ? 0 : -EIO;
+}
+
+static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	int fd = mem_fd(pid, O_RDWR);
+	ssize_t r;
+
+	if (fd < 0)
+		return fd;
+	r = pwrite(fd, buf, len, (off_t)addr);
+	close(fd);
+	if (r < 0)
+		return -errno;
+	return (size_t)r == len ? 0 : -EIO;
+}
+
+/* ---------------------------------------------------------- remote calls */
+
+struct stopped {
+	pid_t tid;
+	struct user_regs_struct saved;
+	uint64_t gadget; /* address of a `syscall` instruction */
+	int signal; /* to re-deliver on detach */
+	uint64_t t0;
+	bool seized;
+};
+
+static int task_syscall_nr(pid_t pid, pid_t tid, long *ret)
+{
+	char p[96], buf[256];
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	if (strncmp(buf, "running", 7) == 0) {
+		*ret = -2;
+		return 0;
+	}
+	*ret = strtol(buf, NULL, 10);
+	return 0;
+}
+
+/* Blocking syscalls a ptrace stop restarts without the program noticing. */
+static bool restarts_quietly(long nr)
+{
+	switch (nr) {
+	case 0: /* read */
+	case 7: /* poll */
+	case 34: /* pause */
+	case 35: /* nanosleep */
+	case 43: /* accept */
+	case 45: /* recvfrom */
+	case 47: /* recvmsg */
+	case 61: /* wait4 */
+	case 202: /* futex */
+	case 230: /* clock_nanosleep */
+	case 288: /* accept4 */
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Thread to stop: one blocked in a quietly restarting syscall, else the
+ * first one in a syscall, else the main thread. */
+static pid_t pick_thread(pid_t pid)
+{
+	char p[64];
+	DIR *d;
+	struct dirent *e;
+	pid_t best = 0, any = 0;
+	int rank = -1;
+
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
+	d = opendir(p);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		long nr = -2;
+		pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+		int rk;
+
+		if (tid <= 0)
+			continue;
+		if (!any)
+			any = tid;
+		if (task_syscall_nr(pid, tid, &nr) < 0)
+			continue;
+		rk = nr >= 0 ? (restarts_quietly(nr) ? 2 : 1) : 0;
+		if (rk > rank) {
+			rank = rk;
+			best = tid;
+		}
+	}
+	closedir(d);
+	return best ? best : (any ? any : -ESRCH);
+}
+
+static int wait_stop(pid_t tid, uint64_t deadline, int *ret_status)
+{
+	for (;;) {
+		pid_t w = waitpid(tid, ret_status, __WALL | WNOHANG);
+
+		if (w == tid)
+			return 0;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		if (pp_now_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 20000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static uint64_t find_gadget(pid_t pid, uint64_t rip)
+{
+	struct pp_maps maps = { 0 };
+	uint8_t b[2];
+	uint64_t g = 0;
+
+	if (rip >= 2 && read_mem(pid, rip - 2, b, 2) == 0 && b[0] == 0x0f && b[1] == 0x05)
+		return rip - 2;
+	if (pp_maps__read(pid, &maps) < 0)
+		return 0;
+	for (size_t i = 0; i < maps.n && !g; i++) {
+		const struct pp_map *m = &maps.v[i];
+		uint8_t *buf;
+		size_t len = m->end - m->start;
+
+		if (!m->path || strcmp(m->path, "[vdso]") != 0 || len > (1u << 20))
+			continue;
+		buf = malloc(len);
+		if (buf && read_mem(pid, m->start, buf, len) == 0) {
+			for (size_t k = 0; k + 1 < len; k++) {
+				if (buf[k] == 0x0f && buf[k + 1] == 0x05) {
+					g = m->start + k;
+					break;
+				}
+			}
+		}
+		free(buf);
+	}
+	pp_maps__free(&maps);
+	return g;
+}
+
+static int stop_one(pid_t pid, unsigned max_pause_ms, struct stopped *s, char *reason, size_t n)
+{
+	int status = 0, r;
+	pid_t tid = pick_thread(pid);
+
+	memset(s, 0, sizeof(*s));
+	if (tid < 0) {
+		snprintf(reason, n, "process gone");
+		return -ESRCH;
+	}
+	s->tid = tid;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
+		r = -errno;
+		snprintf(reason, n, "ptrace not permitted (%s)", strerror(errno));
+		return r == -ESRCH ? -ESRCH : -EPERM;
+	}
+	s->seized = true;
+	s->t0 = pp_now_mono_ns();
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = wait_stop(tid, s->t0 + (uint64_t)max_pause_ms * 1000000ull, &status);
+	if (r < 0)
+		goto fail;
+	if (!WIFSTOPPED(status)) {
+		s->seized = false;
+		snprintf(reason, n, "thread exited while stopping it");
+		return -ESRCH;
+	}
+	if ((status >> 16) == 0)
+		s->signal = WSTOPSIG(status); /* signal-delivery-stop: hand it back */
+	else if ((status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP) {
+		r = -EAGAIN; /* group-stop: the process is being stopped */
+		snprintf(reason, n, "process is stopped (job control)");
+		ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		s->seized = false;
+		return r;
+	}
+	if (ptrace(PTRACE_GETREGS, tid, NULL, &s->saved) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	s->gadget = find_gadget(pid, s->saved.rip);
+	if (!s->gadget) {
+		r = -ENOEXEC;
+		snprintf(reason, n, "no syscall instruction to reuse");
+		goto detach;
+	}
+	return 0;
+fail:
+	snprintf(reason, n, "cannot stop a thread: %s", strerror(-r));
+detach:
+	ptrace(PTRACE_DETACH, tid, NULL, (void *)(uintptr_t)s->signal);
+	s->seized = false;
+	return r;
+}
+
+static uint64_t resume(struct stopped *s)
+{
+	uint64_t pause;
+
+	if (!s->seized)
+		return 0;
+	ptrace(PTRACE_SETREGS, s->tid, NULL, &s->saved);
+	ptrace(PTRACE_DETACH, s->tid, NULL, (void *)(uintptr_t)s->signal);
+	s->seized = false;
+	pause = pp_now_mono_ns() - s->t0;
+	return pause;
+}
+
+/* Run one syscall in the stopped thread; *ret gets its return value. */
+static int remote_syscall(struct stopped *s, long nr, uint64_t a1, uint64_t a2, uint64_t a3,
+			  uint64_t a4, uint64_t a5, uint64_t a6, long *ret)
+{
+	struct user_regs_struct r = s->saved;
+	int status, tries = 0;
+
+	r.rax = (unsigned long long)nr;
+	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
+	r.rdi = a1;
+	r.rsi = a2;
+	r.rdx = a3;
+	r.r10 = a4;
+	r.r8 = a5;
+	r.r9 = a6;
+	r.rip = s->gadget;
+	if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) < 0)
+		return -errno;
+	for (;;) {
+		int e;
+
+		if (ptrace(PTRACE_SINGLESTEP, s->tid, NULL, NULL) < 0)
+			return -errno;
+		e = wait_stop(s->tid, pp_now_mono_ns() + 2000000000ull, &status);
+		if (e < 0)
+			return e;
+		if (!WIFSTOPPED(status))
+			return -ESRCH;
+		if (ptrace(PTRACE_GETREGS, s->tid, NULL, &r) < 0)
+			return -errno;
+		if (r.rip == s->gadget + 2)
+			break;
+		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
+			s->signal = WSTOPSIG(status); /* keep it for detach */
+		if (r.rip != s->gadget || ++tries > 16)
+			return -EPROTO;
+	}
+	*ret = (long)r.rax;
+	return 0;
+}
+
+/* --------------------------------------------------------- module scan */
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+static bool skip_module(const char *path)
+{
+	const char *b = base_name(path);
+
+	return strncmp(b, "ld-linux", 8) == 0 || strncmp(b, "ld64.so", 7) == 0 ||
+	       strncmp(b, "ld-musl", 7) == 0 || strncmp(path, "/memfd:", 7) == 0;
+}
+
+static int fn_index(const char *name)
+{
+	for (int i = 0; i < PP_AG_NFN; i++)
+		if (strcmp(name, fn_names[i]) == 0)
+			return i;
+	return ALLOC_IDX_NONE;
+}
+
+struct found_slot {
+	uint64_t addr;
+	int fn;
+};
+
+/* Load bias of a module mapped from m (the offset-0 mapping). */
+static int module_bias(Elf *elf, const struct pp_map *m, uint64_t *ret)
+{
+	size_t nph = 0;
+
+	if (elf_getphdrnum(elf, &nph))
+		return -ENOEXEC;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		*ret = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
+		return 0;
+	}
+	return -ENOEXEC;
+}
+
+/* GOT slots (JUMP_SLOT, GLOB_DAT) of the wrapped names in one module,
+ * plus its PLT range (a lazy slot not yet bound points there). */
+static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out, size_t max,
+		       size_t *ret_n, uint64_t *plt_lo, uint64_t *plt_hi, bool *ret_static,
+		       uint64_t *defs)
+{
+	Elf *elf;
+	Elf_Scn *scn = NULL;
+	size_t shstr = 0, n = 0, nph = 0;
+	uint64_t bias = 0;
+	bool dyn = false;
+	int fd, r = 0;
+
+	*ret_n = 0;
+	*plt_lo = *plt_hi = 0;
+	*ret_static = false;
+	fd = pp_proc__open_mapped(pid, m);
+	if (fd < 0)
+		return fd;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) {
+		r = -ENOEXEC;
+		goto out;
+	}
+	if (elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_DYNAMIC)
+				dyn = true;
+		}
+	}
+	*ret_static = !dyn;
+	if (!dyn || module_bias(elf, m, &bias) < 0 || elf_getshdrstrndx(elf, &shstr)) {
+		r = dyn ? -ENOEXEC : 0;
+		goto out;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *sn;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		sn = elf_strptr(elf, shstr, sh.sh_name);
+		if (sn && (strcmp(sn, ".plt") == 0 || strcmp(sn, ".plt.sec") == 0)) {
+			uint64_t lo = bias + sh.sh_addr, hi = lo + sh.sh_size;
+
+			if (!*plt_lo || lo < *plt_lo)
+				*plt_lo = lo;
+			if (hi > *plt_hi)
+				*plt_hi = hi;
+		}
+	}
+	scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Scn *symscn;
+		GElf_Shdr symsh;
+		Elf_Data *d, *symd;
+
+		if (defs && gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM && sh.sh_entsize &&
+		    (d = elf_getdata(scn, NULL))) {
+			for (size_t j = 0; j < d->d_size / sh.sh_entsize; j++) {
+				GElf_Sym sym;
+				const char *name;
+				int fn;
+
+				if (!gelf_getsym(d, (int)j, &sym) || sym.st_shndx == SHN_UNDEF ||
+				    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+					continue;
+				name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				if (name && (fn = fn_index(name)) >= 0 && !defs[fn])
+					defs[fn] = bias + sym.st_value;
+			}
+			continue;
+		}
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
+			continue;
+		symscn = elf_getscn(elf, sh.sh_link);
+		if (!symscn || !gelf_getshdr(symscn, &symsh) || symsh.sh_type != SHT_DYNSYM)
+			continue;
+		d = elf_getdata(scn, NULL);
+		symd = elf_getdata(symscn, NULL);
+		if (!d || !symd)
+			continue;
+		for (size_t j = 0; j < d->d_size / sh.sh_entsize; j++) {
+			GElf_Rela rel;
+			GElf_Sym sym;
+			const char *name;
+			unsigned type;
+			int fn;
+
+			if (!gelf_getrela(d, (int)j, &rel))
+				break;
+			type = (unsigned)GELF_R_TYPE(rel.r_info);
+			if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+				continue;
+			if (!gelf_getsym(symd, (int)GELF_R_SYM(rel.r_info), &sym))
+				continue;
+			name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+			if (!name || (fn = fn_index(name)) < 0)
+				continue;
+			if (n < max) {
+				out[n].addr = bias + rel.r_offset;
+				out[n].fn = fn;
+				n++;
+			}
+		}
+	}
+	*ret_n = n;
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return r;
+}
+
+static bool same_file(const struct module *mo, const struct pp_map *m)
+{
+	return mo->inode == m->inode && mo->dev_major == m->dev_major &&
+	       mo->dev_minor == m->dev_minor && mo->start == m->start;
+}
+
+/* Mapping of the module a code address belongs to. */
+static const struct pp_map *owner(const struct pp_maps *maps, uint64_t addr)
+{
+	const struct pp_map *m = pp_maps__find(maps, addr);
+
+	return m && m->path && !m->special ? m : NULL;
+}
+
+/* Does the file that defines a function also define malloc? C++ operators
+ * are wrapped only there (jemalloc, tcmalloc): libstdc++'s forward to
+ * malloc, which is wrapped already, and wrapping both counts twice. */
+static bool defines_malloc(const struct pp_maps *maps, uint64_t fn_addr, uint64_t malloc_addr)
+{
+	const struct pp_map *a = owner(maps, fn_addr), *b = owner(maps, malloc_addr);
+
+	return a && b && a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor;
+}
+
+static int add_slot(struct pp_inject *inj, uint64_t addr, uint64_t orig, int fn, unsigned module)
+{
+	struct slot *v;
+
+	if (inj->nslots >= MAX_SLOTS)
+		return -E2BIG;
+	v = realloc(inj->slots, (inj->nslots + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	inj->slots = v;
+	v[inj->nslots++] = (struct slot){ .addr = addr, .orig = orig, .fn = fn, .module = module };
+	return 0;
+}
+
+static bool is_wrapper(const struct pp_inject *inj, uint64_t v, int *ret_fn)
+{
+	for (int i = 0; i < PP_AG_NFN; i++) {
+		if (v == inj->base + inj->hdr.wrap_off[i]) {
+			*ret_fn = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Scan modules not scanned yet; new slots are recorded (not written). */
+static int scan(struct pp_inject *inj, bool *ret_static_exe)
+{
+	struct pp_maps maps = { 0 };
+	struct found_slot *found;
+	char exe[PATH_MAX], link[64];
+	ssize_t el;
+	int r;
+
+	if (ret_static_exe)
+		*ret_static_exe = false;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)inj->pid);
+	el = readlink(link, exe, sizeof(exe) - 1);
+	if (el < 0)
+		return -ESRCH;
+	exe[el] = '\0';
+	if (el > 10 && strcmp(exe + el - 10, " (deleted)") == 0)
+		exe[el - 10] = '\0';
+	r = pp_maps__read(inj->pid, &maps);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	found = calloc(MAX_SLOTS, sizeof(*found));
+	if (!found) {
+		pp_maps__free(&maps);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < maps.n; i++) {
+		const struct pp_map *m = &maps.v[i];
+		uint64_t lo, hi;
+		size_t nf = 0, k;
+		bool seen = false, is_static = false;
+		struct module *mo;
+
+		if (!m->path || m->special || !m->inode || skip_module(m->path))
+			continue;
+		/* a module's first mapping of its file */
+		for (k = 0; k < inj->nmods && !seen; k++)
+			seen = same_file(&inj->mods[k], m) ||
+			       (inj->mods[k].inode == m->inode && i > 0 &&
+				maps.v[i - 1].inode == m->inode && maps.v[i - 1].path &&
+				strcmp(maps.v[i - 1].path, m->path) == 0);
+		if (seen || (i > 0 && maps.v[i - 1].inode == m->inode && maps.v[i - 1].path &&
+			     strcmp(maps.v[i - 1].path, m->path) == 0))
+			continue;
+		if (inj->nmods >= MAX_MODULES)
+			break;
+		if (scan_module(inj->pid, m, found, MAX_SLOTS, &nf, &lo, &hi, &is_static,
+				inj->alloc_path[0] && strcmp(m->path, inj->alloc_path) == 0
+					? inj->def
+					: NULL) < 0)
+			continue;
+		if (is_static && ret_static_exe && strcmp(m->path, exe) == 0)
+			*ret_static_exe = true;
+		mo = realloc(inj->mods, (inj->nmods + 1) * sizeof(*mo));
+		if (!mo) {
+			r = -ENOMEM;
+			break;
+		}
+		inj->mods = mo;
+		mo = &inj->mods[inj->nmods];
+		memset(mo, 0, sizeof(*mo));
+		mo->inode = m->inode;
+		mo->dev_major = m->dev_major;
+		mo->dev_minor = m->dev_minor;
+		mo->start = m->start;
+		snprintf(mo->name, sizeof(mo->name), "%s", base_name(m->path));
+		mo->scanned = true;
+		for (k = 0; k < nf; k++) {
+			uint64_t v = 0;
+			int wfn;
+
+			if (read_mem(inj->pid, found[k].addr, &v, sizeof(v)) < 0 || !v) {
+				inj->skipped++;
+				continue;
+			}
+			if (is_wrapper(inj, v, &wfn)) {
+				/* patched by an earlier podprof: restore to what the
+				 * agent forwards to */
+				if (wfn == found[k].fn && inj->real[wfn] &&
+				    add_slot(inj, found[k].addr, inj->real[wfn], wfn,
+					     (unsigned)inj->nmods) == 0)
+					inj->slots[inj->nslots - 1].patched = true;
+				continue;
+			}
+			if (v >= lo && v < hi)
+				v = 0; /* lazy slot, not bound yet: resolved below */
+			add_slot(inj, found[k].addr, v, found[k].fn, (unsigned)inj->nmods);
+		}
+		inj->nmods++;
+	}
+	free(found);
+	pp_maps__free(&maps);
+	return r < 0 ? r : 0;
+}
+
+/* Decide each function's real target: the value most slots are bound to
+ * (the global definition); slots bound elsewhere (symbolic binding,
+ * DEEPBIND, namespaces) or unbound lazy slots with no known target stay
+ * unpatched. */
+static void choose_real(struct pp_inject *inj)
+{
+	struct pp_maps maps = { 0 };
+	bool have_maps = pp_maps__read(inj->pid, &maps) == 0;
+
+	for (int fn = 0; fn < PP_AG_NFN; fn++) {
+		uint64_t best = 0;
+		size_t best_n = 0;
+
+		if (inj->real[fn])
+			continue;
+		if (inj->def[fn]) {
+			inj->real[fn] = inj->def[fn]; /* the allocator's own definition */
+			continue;
+		}
+		for (size_t i = 0; i < inj->nslots; i++) {
+			size_t c = 0;
+
+			if (inj->slots[i].fn != fn || !inj->slots[i].orig)
+				continue;
+			for (size_t j = 0; j < inj->nslots; j++)
+				c += inj->slots[j].fn == fn &&
+				     inj->slots[j].orig == inj->slots[i].orig;
+			if (c > best_n) {
+				best_n = c;
+				best = inj->slots[i].orig;
+			}
+		}
+		inj->real[fn] = best;
+	}
+	/* C++ operators only where their definition also defines malloc. */
+	for (int fn = PP_AG_FIRST_CXX; fn < PP_AG_NFN; fn++) {
+		if (inj->real[fn] &&
+		    (!have_maps || !inj->real[PP_AG_MALLOC] ||
+		     !defines_malloc(&maps, inj->real[fn], inj->real[PP_AG_MALLOC])))
+			inj->real[fn] = 0;
+	}
+	pp_maps__free(&maps);
+}
+
+/* ------------------------------------------------------------- the agent */
+
+static void fill_exp_table(uint32_t *t)
+{
+	for (int i = 0; i < PP_AGENT_EXP_TABLE; i++) {
+		double u = (i + 0.5) / PP_AGENT_EXP_TABLE;
+
+		t[i] = (uint32_t)(-log(u) * (double)(1u << PP_AGENT_EXP_SHIFT) + 0.5);
+	}
+}
+
+static int image_hdr(struct pp_agent_hdr *h)
+{
+	if (pp_agent_image_len < sizeof(*h))
+		return -ENOEXEC;
+	memcpy(h, pp_agent_image, sizeof(*h));
+	if (h->magic != PP_AGENT_MAGIC || h->version != PP_AGENT_VERSION || h->nfn != PP_AG_NFN ||
+	    h->data_off < h->image_size || h->total_size <= h->data_off ||
+	    h->total_size - h->data_off < sizeof(struct pp_agent_data))
+		return -ENOEXEC;
+	return 0;
+}
+
+/* An agent already mapped by an earlier podprof: its memfd mapping with
+ * our header at its start. */
+static int find_existing(struct pp_inject *inj)
+{
+	struct pp_maps maps = { 0 };
+	int r = -ENOENT;
+
+	if (pp_maps__read(inj->pid, &maps) < 0)
+		return -ESRCH;
+	for (size_t i = 0; i < maps.n; i++) {
+		const struct pp_map *m = &maps.v[i];
+		struct pp_agent_hdr h;
+
+		if (!m->path || strncmp(m->path, "/memfd:" PP_AGENT_MEMFD_NAME, 20) != 0 ||
+		    m->offset != 0 || !(m->prot & PP_PROT_X))
+			continue;
+		if (read_mem(inj->pid, m->start, &h, sizeof(h)) < 0 || h.magic != PP_AGENT_MAGIC)
+			continue;
+		if (h.version != PP_AGENT_VERSION || memcmp(&h, &inj->hdr, sizeof(h)) != 0) {
+			r = -EEXIST; /* another version: never load a second one */
+			break;
+		}
+		inj->base = m->start;
+		r = 0;
+		break;
+	}
+	pp_maps__free(&maps);
+	return r;
+}
+
+/* podprof's own descriptor for the memfd behind the agent: through the
+ * target's descriptor table (the agent keeps its memfd open). */
+static int open_agent_fd(struct pp_inject *inj)
+{
+	char p[96], l[128], name[64];
+	DIR *d;
+	struct dirent *e;
+	int fd = -ENOENT;
+
+	snprintf(name, sizeof(name), "/memfd:%s", PP_AGENT_MEMFD_NAME);
+	snprintf(p, sizeof(p), "/proc/%d/fd", (int)inj->pid);
+	d = opendir(p);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) && fd < 0) {
+		char fp[400];
+		ssize_t n;
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fp, sizeof(fp), "%s/%s", p, e->d_name);
+		n = readlink(fp, l, sizeof(l) - 1);
+		if (n <= 0)
+			continue;
+		l[n] = '\0';
+		if (strncmp(l, name, strlen(name)) != 0)
+			continue;
+		fd = open(fp, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size < inj->hdr.total_size)) {
+			close(fd);
+			fd = -ENOENT;
+		}
+	}
+	closedir(d);
+	return fd;
+}
+
+static int write_data(struct pp_inject *inj, int fd)
+{
+	struct pp_agent_data *dd = calloc(1, sizeof(*dd));
+	ssize_t w;
+
+	if (!dd)
+		return -ENOMEM;
+	dd->magic = PP_AGENT_MAGIC;
+	dd->sample_rate = inj->sample_rate;
+	dd->seed = pp_now_mono_ns() ^ ((uint64_t)inj->pid << 32) ^ 0x5bd1e995u;
+	memcpy(dd->real, inj->real, sizeof(dd->real));
+	fill_exp_table(dd->exp_table);
+	/* only the head (up to the thread table) needs writing: the rest is 0 */
+	w = pwrite(fd, dd, offsetof(struct pp_agent_data, overflow), (off_t)inj->hdr.data_off);
+	free(dd);
+	return w == (ssize_t)offsetof(struct pp_agent_data, overflow) ? 0 : -EIO;
+}
+
+/* Seize a thread and map a fresh agent. */
+static int map_agent(struct pp_inject *inj, char *reason, size_t n)
+{
+	struct stopped s;
+	const char name[16] = PP_AGENT_MEMFD_NAME;
+	uint64_t name_addr, saved_words[2];
+	long tfd = -1, addr = -1, rr;
+	char fdpath[64];
+	uint64_t pause;
+	int fd = -1, r;
+
+	r = stop_one(inj->pid, inj->max_pause_ms, &s, reason, n);
+	if (r < 0)
+		return r;
+	/* the name goes on the stack, well below the red zone, and is put back */
+	name_addr = ((s.saved.rsp - 4096) & ~15ull);
+	if (read_mem(inj->pid, name_addr, saved_words, sizeof(saved_words)) < 0) {
+		r = -EFAULT;
+		snprintf(reason, n, "cannot read the stack of thread %d", (int)s.tid);
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		uint64_t wv;
+
+		memcpy(&wv, name + 8 * i, 8);
+		if (ptrace(PTRACE_POKEDATA, s.tid, (void *)(name_addr + 8 * (uint64_t)i),
+			   (void *)wv) < 0) {
+			r = -errno;
+			snprintf(reason, n, "cannot write the stack: %s", strerror(errno));
+			goto restore_stack;
+		}
+	}
+	r = remote_syscall(&s, SYS_memfd_create, name_addr, MFD_CLOEXEC, 0, 0, 0, 0, &tfd);
+	if (r == 0 && tfd < 0)
+		r = (int)tfd;
+	if (r < 0) {
+		tfd = -1;
+		snprintf(reason, n, "memfd_create in the target failed: %s%s", strerror(-r),
+			 r == -EPERM || r == -ENOSYS ? " (seccomp?)" : "");
+		goto restore_stack;
+	}
+	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%ld", (int)inj->pid, tfd);
+	fd = open(fdpath, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)inj->hdr.total_size) < 0 ||
+	    pwrite(fd, pp_agent_image, pp_agent_image_len, 0) != (ssize_t)pp_agent_image_len ||
+	    write_data(inj, fd) < 0) {
+		r = -errno ? -errno : -EIO;
+		snprintf(reason, n, "cannot write the agent's memfd: %s", strerror(-r));
+		goto close_remote;
+	}
+	r = remote_syscall(&s, SYS_mmap, 0, inj->hdr.total_size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
+			   (uint64_t)tfd, 0, &addr);
+	if (r == 0 && addr < 0 && addr > -4096)
+		r = (int)addr;
+	if (r < 0) {
+		snprintf(reason, n, "mmap in the target failed: %s", strerror(-r));
+		goto close_remote;
+	}
+	r = remote_syscall(&s, SYS_mmap, (uint64_t)addr + inj->hdr.data_off,
+			   inj->hdr.total_size - inj->hdr.data_off, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_FIXED, (uint64_t)tfd, inj->hdr.data_off, &rr);
+	if (r == 0 && rr != addr + (long)inj->hdr.data_off)
+		r = rr < 0 && rr > -4096 ? (int)rr : -EFAULT;
+	if (r < 0) {
+		snprintf(reason, n, "mmap of the agent's data failed: %s", strerror(-r));
+		remote_syscall(&s, SYS_munmap, (uint64_t)addr, inj->hdr.total_size, 0, 0, 0, 0,
+			       &rr);
+		goto close_remote;
+	}
+	inj->base = (uint64_t)addr;
+	/* keep a read-only descriptor: uprobes are refused on files podprof
+	 * holds open for writing */
+	inj->memfd = open(fdpath, O_RDONLY | O_CLOEXEC);
+	if (inj->memfd < 0) {
+		char self[64];
+
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		inj->memfd = open(self, O_RDONLY | O_CLOEXEC);
+	}
+	inj->target_fd = tfd;
+	tfd = -1; /* stays open in the target: a restarted podprof finds it */
+close_remote:
+	if (tfd >= 0)
+		remote_syscall(&s, SYS_close, (uint64_t)tfd, 0, 0, 0, 0, 0, &rr);
+restore_stack:
+	for (int i = 0; i < 2; i++)
+		ptrace(PTRACE_POKEDATA, s.tid, (void *)(name_addr + 8 * (uint64_t)i),
+		       (void *)saved_words[i]);
+out:
+	pause = resume(&s);
+	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static bool seccomp_filtered(pid_t pid)
+{
+	char p[64], *text = NULL, *l;
+	size_t len = 0;
+	bool f = false;
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	if (pp_read_file(p, 1 << 20, &text, &len) < 0)
+		return false;
+	l = strstr(text, "\nSeccomp:");
+	if (l)
+		f = strtol(l + 9, NULL, 10) != 0;
+	free(text);
+	return f;
+}
+
+int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
+		       char *reason, size_t n)
+{
+	struct pp_inject *inj;
+	bool static_exe = false;
+	size_t patchable = 0;
+	int r;
+
+	if (!ret || pid <= 0 || !reason || !n)
+		return -EINVAL;
+	reason[0] = '\0';
+	if (pid == getpid()) {
+		snprintf(reason, n, "podprof itself");
+		return -EDEADLK;
+	}
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOTSUP;
+	inj = calloc(1, sizeof(*inj));
+	if (!inj)
+		return -ENOMEM;
+	inj->pid = pid;
+	inj->memfd = -1;
+	inj->target_fd = -1;
+	inj->sample_rate = opts ? opts->sample_rate : 524288;
+	inj->max_pause_ms = opts && opts->max_pause_ms ? opts->max_pause_ms : 100;
+	if (opts && opts->allocator_path)
+		snprintf(inj->alloc_path, sizeof(inj->alloc_path), "%s", opts->allocator_path);
+	r = image_hdr(&inj->hdr);
+	if (r < 0) {
+		snprintf(reason, n, "agent image invalid");
+		goto fail;
+	}
+	if (seccomp_filtered(pid)) {
+		snprintf(reason, n, "the target runs under a seccomp filter");
+		r = -EPERM;
+		goto fail;
+	}
+	r = find_existing(inj);
+	if (r == -EEXIST) {
+		snprintf(reason, n, "an agent of another podprof version is loaded");
+		goto fail;
+	}
+	if (r == 0) {
+		struct pp_agent_data head;
+
+		inj->reused = true;
+		if (read_mem(pid, inj->base + inj->hdr.data_off, &head,
+			     offsetof(struct pp_agent_data, set_full)) < 0 ||
+		    head.magic != PP_AGENT_MAGIC) {
+			snprintf(reason, n, "existing agent unreadable");
+			r = -EIO;
+			goto fail;
+		}
+		memcpy(inj->real, head.real, sizeof(inj->real));
+	}
+	/* 1. Everything from outside first. */
+	r = scan(inj, &static_exe);
+	if (r < 0) {
+		snprintf(reason, n, "cannot read the target's modules: %s", strerror(-r));
+		goto fail;
+	}
+	if (static_exe) {
+		snprintf(reason, n, "static executable");
+		r = -ENOEXEC;
+		goto fail;
+	}
+	choose_real(inj);
+	for (size_t i = 0; i < inj->nslots; i++)
+		patchable += inj->real[inj->slots[i].fn] != 0;
+	if (!inj->real[PP_AG_MALLOC] || !inj->real[PP_AG_FREE] || !patchable) {
+		snprintf(reason, n,
+			 "no malloc/free relocation to redirect (allocator linked "
+			 "into the executable?)");
+		r = -ENOEXEC;
+		goto fail;
+	}
+	/* 2. Map the agent (or reuse it). */
+	if (inj->reused) {
+		inj->memfd = open_agent_fd(inj);
+		if (inj->memfd < 0) {
+			r = inj->memfd;
+			snprintf(reason, n, "existing agent's memfd is closed");
+			goto fail;
+		}
+		if (inj->sample_rate)
+			write_mem(pid,
+				  inj->base + inj->hdr.data_off +
+					  offsetof(struct pp_agent_data, sample_rate),
+				  &inj->sample_rate, sizeof(inj->sample_rate));
+	} else {
+		r = map_agent(inj, reason, n);
+		if (r < 0)
+			goto fail;
+	}
+	snprintf(inj->probe_path, sizeof(inj->probe_path), "/proc/self/fd/%d", inj->memfd);
+	*ret = inj;
+	return 0;
+fail:
+	pp_inject__detach(inj);
+	return r;
+}
+
+bool pp_inject__static_exe(pid_t pid)
+{
+	char p[64];
+	size_t nph = 0;
+	bool dyn = false;
+	Elf *elf;
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/exe", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_DYNAMIC)
+				dyn = true;
+		}
+	} else {
+		dyn = true; /* unreadable: let the scan decide */
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return !dyn;
+}
+
+const char *pp_inject__probe_path(const struct pp_inject *inj)
+{
+	return inj ? inj->probe_path : "";
+}
+
+uint64_t pp_inject__alloc_off(const struct pp_inject *inj)
+{
+	return inj ? inj->hdr.notify_alloc_off : 0;
+}
+
+uint64_t pp_inject__free_off(const struct pp_inject *inj)
+{
+	return inj ? inj->hdr.notify_free_off : 0;
+}
+
+/* Write one slot; /proc/PID/mem first, PTRACE_POKEDATA through a stopped
+ * thread where forced writes are refused. */
+static int write_slot(struct pp_inject *inj, struct stopped *s, bool *stopped_once, uint64_t addr,
+		      uint64_t v)
+{
+	char why[128];
+	int r = write_mem(inj->pid, addr, &v, sizeof(v));
+
+	if (r == 0)
+		return 0;
+	if (!s->seized) {
+		if (*stopped_once)
+			return r;
+		*stopped_once = true;
+		r = stop_one(inj->pid, inj->max_pause_ms, s, why, sizeof(why));
+		if (r < 0)
+			return r;
+	}
+	if (ptrace(PTRACE_POKEDATA, s->tid, (void *)addr, (void *)v) < 0)
+		return -errno;
+	return 0;
+}
+
+static int sync_real(struct pp_inject *inj)
+{
+	return write_mem(inj->pid,
+			 inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, real),
+			 inj->real, sizeof(inj->real));
+}
+
+int pp_inject__patch(struct pp_inject *inj)
+{
+	struct stopped s = { 0 };
+	bool stopped_once = false;
+	uint64_t before[PP_AG_NFN];
+	int r = 0, done = 0;
+
+	struct pp_agent_hdr h;
+
+	if (!inj)
+		return -EINVAL;
+	/* still the image we injected (not exec'd since) */
+	if (read_mem(inj->pid, inj->base, &h, sizeof(h)) < 0 || memcmp(&h, &inj->hdr, sizeof(h)))
+		return -ESTALE;
+	memcpy(before, inj->real, sizeof(before));
+	r = scan(inj, NULL);
+	if (r < 0)
+		return r;
+	choose_real(inj);
+	if (memcmp(before, inj->real, sizeof(before)) != 0) {
+		r = sync_real(inj);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < inj->nslots; i++) {
+		struct slot *sl = &inj->slots[i];
+		uint64_t real = inj->real[sl->fn];
+
+		if (sl->patched)
+			continue;
+		if (!real || (sl->orig && sl->orig != real)) {
+			if (!sl->orig || sl->orig != real) {
+				sl->patched = false;
+				sl->fn = -1 - sl->fn; /* counted once as skipped */
+			}
+			continue;
+		}
+		if (!sl->orig)
+			sl->orig = real; /* lazy slot: restore to the bound function */
+		r = write_slot(inj, &s, &stopped_once, sl->addr,
+			       inj->base + inj->hdr.wrap_off[sl->fn]);
+		if (r < 0)
+			break;
+		sl->patched = true;
+		inj->ever_patched = true;
+		inj->mods[sl->module].nslots++;
+		done++;
+	}
+	/* slots marked skipped above: drop them from the list */
+	size_t k = 0;
+	for (size_t i = 0; i < inj->nslots; i++) {
+		if (inj->slots[i].fn < 0) {
+			inj->skipped++;
+			continue;
+		}
+		inj->slots[k++] = inj->slots[i];
+	}
+	inj->nslots = k;
+	uint64_t pause = resume(&s);
+	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
+	return r < 0 ? r : done;
+}
+
+void pp_inject__unload(struct pp_inject *inj)
+{
+	struct pp_agent_hdr h;
+	struct stopped s;
+	char why[128];
+	long rr;
+
+	if (!inj)
+		return;
+	/* Only an agent this pp_inject mapped and never redirected a slot to:
+	 * no thread can be running its code. */
+	if (!inj->reused && !inj->ever_patched && inj->base && inj->target_fd >= 0 &&
+	    read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
+	    memcmp(&h, &inj->hdr, sizeof(h)) == 0 &&
+	    stop_one(inj->pid, inj->max_pause_ms, &s, why, sizeof(why)) == 0) {
+		remote_syscall(&s, SYS_munmap, inj->base, inj->hdr.total_size, 0, 0, 0, 0, &rr);
+		remote_syscall(&s, SYS_close, (uint64_t)inj->target_fd, 0, 0, 0, 0, 0, &rr);
+		resume(&s);
+	}
+	pp_inject__detach(inj);
+}
+
+int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
+{
+	struct pp_agent_thread *th;
+	size_t nth = (1u << PP_AGENT_THREAD_BITS) + 1, off;
+	uint64_t set_full = 0;
+
+	if (!inj || !ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	ret->reused = inj->reused;
+	ret->skipped = inj->skipped;
+	ret->pause_ns = inj->pause_ns;
+	for (size_t i = 0; i < inj->nmods; i++) {
+		size_t l = strlen(ret->coverage);
+
+		if (!inj->mods[i].nslots)
+			continue;
+		ret->modules++;
+		if (l + 2 < sizeof(ret->coverage))
+			snprintf(ret->coverage + l, sizeof(ret->coverage) - l, "%s%s:%u",
+				 l ? " " : "", inj->mods[i].name, inj->mods[i].nslots);
+	}
+	for (size_t i = 0; i < inj->nslots; i++)
+		ret->slots += inj->slots[i].patched;
+	th = calloc(nth, sizeof(*th));
+	if (!th)
+		return -ENOMEM;
+	off = offsetof(struct pp_agent_data, overflow);
+	if (read_mem(inj->pid, inj->base + inj->hdr.data_off + off, th, nth * sizeof(*th)) == 0) {
+		for (size_t i = 0; i < nth; i++) {
+			ret->calls += th[i].calls;
+			ret->bytes += th[i].bytes;
+			ret->frees += th[i].frees;
+		}
+	}
+	free(th);
+	if (read_mem(inj->pid,
+		     inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, set_full),
+		     &set_full, sizeof(set_full)) == 0)
+		ret->set_full = set_full;
+	return 0;
+}
+
+void pp_inject__detach(struct pp_inject *inj)
+{
+	struct stopped s = { 0 };
+	bool stopped_once = false;
+
+	struct pp_agent_hdr h;
+	bool same_image;
+
+	if (!inj)
+		return;
+	/* After an exec (or pid reuse) the slot addresses mean nothing: only
+	 * restore while our agent is still mapped where we put it, and only
+	 * slots that still point at its wrappers. */
+	same_image = inj->base && read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
+		     memcmp(&h, &inj->hdr, sizeof(h)) == 0;
+	for (size_t i = 0; same_image && i < inj->nslots; i++) {
+		struct slot *sl = &inj->slots[i];
+		uint64_t cur = 0;
+
+		if (!sl->patched || !sl->orig)
+			continue;
+		if (read_mem(inj->pid, sl->addr, &cur, sizeof(cur)) < 0 ||
+		    cur != inj->base + inj->hdr.wrap_off[sl->fn])
+			continue;
+		write_slot(inj, &s, &stopped_once, sl->addr, sl->orig);
+	}
+	resume(&s);
+	if (inj->memfd >= 0)
+		close(inj->memfd);
+	free(inj->slots);
+	free(inj->mods);
+	free(inj);
+}

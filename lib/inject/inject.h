@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Loading podprof's sampling agent (agent-blob.c) into a running process
+ * and redirecting the allocator's GOT slots of every loaded module to it.
+ *
+ * How (see ../shared/docs/HEAP-INJECT.md for the hazards):
+ * - Everything that can be done from outside is done before stopping
+ *   anything: ELF parsing, relocation lookup, choosing the real targets.
+ * - One thread is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT, preferring one
+ *   blocked in a syscall that restarts transparently) and made to execute
+ *   raw syscalls by single-stepping a `syscall` instruction (its own, or
+ *   one in the vdso): memfd_create, mmap read+exec and mmap read+write of
+ *   that memfd. podprof writes the image through /proc/PID/fd/N. No code
+ *   of the target's loader or allocator runs; the thread's registers are
+ *   restored and it is detached (signals seen meanwhile are re-delivered).
+ * - GOT slots are written with /proc/PID/mem, or PTRACE_POKEDATA while a
+ *   thread is stopped where the kernel refuses forced /proc writes, so
+ *   RELRO pages stay read-only.
+ * - An agent already present (podprof restarted) is found by its memfd
+ *   name and header magic and reused; detaching restores the slots and
+ *   never unmaps the code (a thread may be running it).
+ *
+ * Thread-safety: one pp_inject per process, used from one thread at a time
+ * (ptrace requests must come from the thread that seized). No other thread
+ * of podprof may wait for arbitrary children with __WALL meanwhile.
+ */
+#ifndef PODPROF_INJECT_H
+#define PODPROF_INJECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct pp_inject;
+
+struct pp_inject_opts {
+	uint64_t sample_rate; /* mean bytes between samples (<= 1: every allocation) */
+	unsigned max_pause_ms; /* give up when no thread stops in time (0: 100) */
+	/* maps path of the module the loader binds malloc to (pp_heap__find_allocator):
+	 * its definitions are the real targets of slots not bound yet (lazy binding) */
+	const char *allocator_path;
+};
+
+/*
+ * Map (or find) the agent in pid, without redirecting anything yet.
+ * On failure the target is as it was, and reason (size n) says why in
+ * words a user can act on: "static executable", "seccomp filter",
+ * "ptrace not permitted", "no allocator slots", ... Returns 0, -ENOEXEC
+ * (nothing to redirect), -EPERM, -ESRCH, -ETIMEDOUT, -ENOMEM or -errno.
+ */
+int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
+		       char *reason, size_t n);
+
+/* Is the executable of pid statically linked (no PT_DYNAMIC)? */
+bool pp_inject__static_exe(pid_t pid);
+
+/* Path and offsets to put the two notification uprobes on (the memfd
+ * behind the agent, through a descriptor podprof holds). Borrowed. */
+const char *pp_inject__probe_path(const struct pp_inject *inj);
+uint64_t pp_inject__alloc_off(const struct pp_inject *inj);
+uint64_t pp_inject__free_off(const struct pp_inject *inj);
+
+/* Redirect the slots of every module loaded now and not yet patched (call
+ * again when the maps change: dlopen). Returns the number of slots newly
+ * patched (>= 0) or -errno; slots already patched stay. */
+int pp_inject__patch(struct pp_inject *inj);
+
+struct pp_inject_stats {
+	bool reused; /* an agent from an earlier podprof was found */
+	unsigned modules; /* modules with at least one slot redirected */
+	unsigned slots; /* slots redirected */
+	unsigned skipped; /* slots left alone (bound elsewhere, unresolved) */
+	uint64_t pause_ns; /* longest stop of a target thread */
+	uint64_t calls, bytes, frees; /* counted by the agent since it was mapped */
+	uint64_t set_full; /* samples dropped: the agent's address set was full */
+	char coverage[256]; /* "exe:2 libfoo.so:3 ..." slots per module */
+};
+/* Reads the agent's counters from the target (pread of /proc/PID/mem). */
+int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret);
+
+/* Restore every slot to the function it pointed to, leave the agent's code
+ * mapped, free inj. Safe to call after the process exited. NULL is fine. */
+void pp_inject__detach(struct pp_inject *inj);
+
+/* For a failed injection: when this pp_inject mapped the agent itself and
+ * never redirected a slot, unmap it and close its memfd in the target (one
+ * more brief stop), so the target is left as it was; then free inj like
+ * detach. Otherwise the same as detach. NULL is fine. */
+void pp_inject__unload(struct pp_inject *inj);
+
+#endif

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""heap.mode inject/auto end to end: podprof maps its sampling agent into
+a running workload and redirects the allocator's GOT slots; sampled
+allocations reach the same store as on the uprobe path. Per-site values
+are checked with the Poisson tolerances of test_heap; an allocation storm
+with its own checksum survives repeated attach/detach (graceful and
+SIGKILLed podprof, whose agent a new podprof reuses); a static binary
+falls back to uprobes with its reason."""
+import os
+import re
+import signal
+import time
+
+from harness import Podprof, Skip, Workload, check, run, write_tmp
+from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
+
+STORM = os.environ.get("WL_HEAP_STORM")
+LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
+LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
+MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
+CXX = os.environ.get("WL_HEAP_CXX")
+LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
+JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+def agent_maps(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return [l for l in f if "podprof-agent" in l]
+
+
+def sites(path, mode, env=None):
+    e = dict(os.environ, **env) if env else None
+    wl = Workload([path, "full"], env=e)
+    check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode,
+                 "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line == "ready", "workload said %r" % line)
+    settle(pp)
+    return wl, pp
+
+
+def test_glibc_injected():
+    wl, pp = sites(SITES, "inject")
+    log = pp.log_text()
+    check("injected agent" in log, "not injected:\n" + log[-800:])
+    check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    heap = pp.profile("/debug/pprof/heap")
+    check_sites(heap, "glibc-inject")
+    check(any("heap mode=inject" in c for c in heap["comments"]), "comments %s" % heap["comments"])
+    m = pp.request("/metrics")[2].decode()
+    check(re.search(r'podprof_heap_injected\{pid="%d",reason=""\} 1' % wl.pid, m), "metrics:\n" + m[-1500:])
+    check("podprof_heap_inject_pause_seconds{pid=\"%d\"}" % wl.pid in m, "no pause metric")
+    pp.stop()
+    # Detached: the slots point at libc again, the process keeps running.
+    check(wl.alive(), "workload died after detach")
+    wl.p.send_signal(signal.SIGTERM)
+    check(wl.p.wait(timeout=10) == 0, "workload exit code after detach")
+
+
+def test_jemalloc_preload():
+    if not os.path.exists(JEMALLOC_SO):
+        raise Skip("libjemalloc.so.2 not installed")
+    wl, pp = sites(SITES, "auto", env={"LD_PRELOAD": JEMALLOC_SO})
+    log = pp.log_text()
+    check("allocator libjemalloc" in log and "injected agent" in log,
+          "preloaded jemalloc not injected:\n" + log[-800:])
+    check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-preload")
+    pp.stop()
+    wl.kill()
+
+
+def test_static_falls_back():
+    if not MUSL:
+        raise Skip("musl workload not built")
+    wl, pp = sites(MUSL, "auto")
+    log = pp.log_text()
+    check("not injected: static executable" in log, "no fallback reason:\n" + log[-800:])
+    check(not agent_maps(wl.pid), "agent mapped into a static binary")
+    m = pp.request("/metrics")[2].decode()
+    check('podprof_heap_injected{pid="%d",reason="static executable"} 0' % wl.pid in m,
+          "metrics:\n" + m[-1500:])
+    check_sites(pp.profile("/debug/pprof/heap"), "musl-static-fallback")
+    pp.stop()
+    wl.kill()
+
+
+def test_storm_attach_detach():
+    """8 threads allocating while podprof injects, detaches (graceful stop
+    restores the slots; SIGKILL leaves them and the next podprof reuses the
+    agent) again and again. CYCLES is kept small for the suite's time
+    budget; the storm verifies every block and its checksum itself."""
+    cycles = int(os.environ.get("PP_INJECT_CYCLES", "6"))
+    wl = Workload([STORM])
+    check(wl.first_line == "running", "storm said %r" % wl.first_line)
+    reused = 0
+    for i in range(cycles):
+        pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false",
+                     "--set", "heap.mode=inject", "--set", "cpu.enabled=false",
+                     "--set", "heap.sample_rate=8388608")
+        pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=20)
+        check("injected agent" in pp.log_text(), "cycle %d not injected:\n%s" % (i, pp.log_text()[-600:]))
+        reused += "reused" in pp.log_text()
+        time.sleep(0.3)
+        check(wl.alive(), "storm died in cycle %d" % i)
+        if i % 3 == 2:
+            pp.kill()
+        else:
+            pp.stop()
+        check(len(agent_maps(wl.pid)) == 2, "cycle %d: agent mappings %s" % (i, agent_maps(wl.pid)))
+    check(reused >= 1 and reused < cycles, "agent reused in %d of %d cycles" % (reused, cycles))
+    wl.p.send_signal(signal.SIGTERM)
+    out = wl.p.stdout.read().decode()
+    rc = wl.p.wait(timeout=30)
+    check(rc == 0 and out.startswith("ok "), "storm exit %d: %r" % (rc, out))
+
+
+def test_musl_dynamic():
+    if not MUSL_DYN:
+        raise Skip("musl-gcc not installed")
+    wl, pp = sites(MUSL_DYN, "inject")
+    check("injected agent" in pp.log_text(), "musl not injected:\n" + pp.log_text()[-800:])
+    check_sites(pp.profile("/debug/pprof/heap"), "musl-dynamic")
+    pp.stop()
+    wl.kill()
+
+
+def check_life_site(prof, fn, label):
+    got = per_function(prof, "inuse_space").get(fn, 0)
+    want = LIFE_N * LIFE_SZ
+    t = tol(LIFE_SZ, LIFE_N)
+    check(abs(got - want) <= t * want, "%s: %s inuse %.1f MiB, expected %.1f MiB +- %.0f%%" %
+          (label, fn, got / 2**20, want / 2**20, 100 * t))
+
+
+def test_cxx_new_delete():
+    if not CXX:
+        raise Skip("g++ not installed")
+    wl, pp = sites(CXX, "inject")
+    check("injected agent" in pp.log_text(), "C++ workload not injected:\n" + pp.log_text()[-800:])
+    heap = pp.profile("/debug/pprof/heap")
+    check_life_site(heap, "cxx_site()", "c++ new[]")
+    # new/delete pairs: allocated, then freed again (delete reaches free)
+    alloc = per_function(heap, "alloc_space").get("cxx_temp()", 0)
+    want = 3000 * 5000
+    check(abs(alloc - want) <= tol(5000, 3000) * want, "cxx_temp alloc %d, want %d" % (alloc, want))
+    check(per_function(heap, "inuse_space").get("cxx_temp()", 0) <= 0.05 * want, "deleted objects still in use")
+    pp.stop()
+    wl.kill()
+
+
+def test_dlopen_after_attach():
+    wl = Workload([LIFECYCLE, "dlopen", LIFELIB])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "loaded", "dlopen failed")
+    pp.wait_log(r"heap: pid %d: \d+ more allocator slots redirected" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "lib_site did not run")
+    settle(pp)
+    check_life_site(pp.profile("/debug/pprof/heap"), "lib_site", "dlopen")
+    pp.stop()
+    wl.kill()
+
+
+def test_exec():
+    """After exec the patches are gone with the old image: podprof injects
+    the new one (and writes nothing into it at the old addresses)."""
+    wl = Workload([LIFECYCLE, "exec", SITES, "full"])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line.startswith("waiting"), "exec'd image said %r" % line)
+    pp.wait_log(r"target: pid %d exec'd" % wl.pid, timeout=20)
+    deadline = time.time() + 20
+    while time.time() < deadline and len(re.findall(r"heap: tracing pid %d .*injected agent" % wl.pid,
+                                                    pp.log_text())) < 2:
+        time.sleep(0.2)
+    check(len(re.findall(r"heap: tracing pid %d .*injected agent, \d" % wl.pid, pp.log_text())) >= 1 and
+          len(re.findall(r"heap: tracing pid %d .*injected agent" % wl.pid, pp.log_text())) >= 2,
+          "new image not injected:\n" + pp.log_text()[-1200:])
+    check(len(agent_maps(wl.pid)) == 2, "agent mappings after exec %s" % agent_maps(wl.pid))
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "exec'd image not ready")
+    settle(pp)
+    check_sites(pp.profile("/debug/pprof/heap"), "after exec")
+    pp.stop()
+    wl.kill()
+
+
+def test_fork_child():
+    wl = Workload([LIFECYCLE, "fork"])
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    cfg = write_tmp(("targets:\n  - pid: %d\n" % wl.pid).encode(), ".yaml")
+    pp = Podprof("--config", cfg, "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.mode=inject",
+                 "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line.startswith("child "), "workload said %r" % line)
+    child = int(line.split()[1])
+    # The child inherits the redirected slots and the agent: podprof adopts
+    # it and reuses that agent rather than loading a second one.
+    pp.wait_log(r"heap: tracing pid %d .*injected agent, reused" % child, timeout=20)
+    check(len(agent_maps(child)) == 2, "child agent mappings %s" % agent_maps(child))
+    os.kill(child, signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "child did not allocate")
+    settle(pp)
+    heap = pp.profile("/debug/pprof/heap")
+    mine = {"samples": [s for s in heap["samples"] if s["num_labels"]["pid"][0] == child]}
+    mine.update({k: v for k, v in heap.items() if k != "samples"})
+    check_life_site(mine, "fork_site", "fork child")
+    pp.stop()
+    os.kill(child, signal.SIGTERM)
+    wl.p.wait(timeout=10)
+    os.unlink(cfg)
+
+
+if __name__ == "__main__":
+    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
+         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach])
