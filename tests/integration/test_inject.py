@@ -143,12 +143,12 @@ def test_cxx_new_delete():
     wl, pp = sites(CXX, "inject")
     check("injected agent" in pp.log_text(), "C++ workload not injected:\n" + pp.log_text()[-800:])
     heap = pp.profile("/debug/pprof/heap")
-    check_life_site(heap, "cxx_site()", "c++ new[]")
+    check_life_site(heap, "cxx_site", "c++ new[]")  # C++ names are shown without parameters
     # new/delete pairs: allocated, then freed again (delete reaches free)
-    alloc = per_function(heap, "alloc_space").get("cxx_temp()", 0)
+    alloc = per_function(heap, "alloc_space").get("cxx_temp", 0)
     want = 3000 * 5000
     check(abs(alloc - want) <= tol(5000, 3000) * want, "cxx_temp alloc %d, want %d" % (alloc, want))
-    check(per_function(heap, "inuse_space").get("cxx_temp()", 0) <= 0.05 * want, "deleted objects still in use")
+    check(per_function(heap, "inuse_space").get("cxx_temp", 0) <= 0.05 * want, "deleted objects still in use")
     pp.stop()
     wl.kill()
 
