@@ -95,7 +95,7 @@ def source_key():
     import hashlib
     h = hashlib.sha256()
     paths = ["deploy/Containerfile", "meson.build", "meson_options.txt"]
-    for top in ("bpf", "lib", "cmd", "bench"):
+    for top in ("bpf", "lib", "cmd", "bench", "web/dist"):
         for d, dirs, files in os.walk(os.path.join(ROOT, top)):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
             paths += [os.path.relpath(os.path.join(d, f), ROOT) for f in sorted(files)]
