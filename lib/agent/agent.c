@@ -1449,11 +1449,13 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 		return;
 	c[n++] = strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
 			"%llu taken but still queued at the end, "
+			"%llu taken before the start but delivered in the window, "
 			"%llu without user stack, %llu children not tracked, "
 			"%llu of %llu CPUs not sampled (event refused)",
 			(unsigned long long)got, (unsigned long long)lost,
-			(unsigned long long)now.queued, (unsigned long long)nostack,
-			(unsigned long long)adopt, (unsigned long long)now.open_errors,
+			(unsigned long long)now.queued, (unsigned long long)begin->queued,
+			(unsigned long long)nostack, (unsigned long long)adopt,
+			(unsigned long long)now.open_errors,
 			(unsigned long long)(now.open_errors + now.events_open));
 	if (lost * 100 > (got + lost) * 2)
 		pp_warn("cpu: a window lost %llu of %llu samples (ring buffer full: the CPU "

@@ -426,8 +426,11 @@ static int unwinder_build(struct pp_unwinder *u)
 			       (struct range){ m->start, m->end, m->offset, fd }) < 0)
 			break;
 	}
-	qsort(u->exec, u->n_exec, sizeof(*u->exec), range_cmp);
-	qsort(u->ro, u->n_ro, sizeof(*u->ro), range_cmp);
+	/* A process that exited meanwhile has no ranges (and NULL arrays). */
+	if (u->n_exec)
+		qsort(u->exec, u->n_exec, sizeof(*u->exec), range_cmp);
+	if (u->n_ro)
+		qsort(u->ro, u->n_ro, sizeof(*u->ro), range_cmp);
 
 	u->fds = calloc(n_rep ? n_rep : 1, sizeof(int));
 	if (!u->fds) {
