@@ -2,16 +2,29 @@
 /*
  * The /debug/pprof server on libmicrohttpd. Behaviour per PPROF-COMPAT.md §1.
  *
- * Threading model: MHD_USE_THREAD_PER_CONNECTION with an internal listening
- * thread. A CPU window or a delta holds its request for up to
- * max_window_seconds; with one thread per connection such a request simply
- * blocks its own thread while every other connection (/healthz, /heap)
- * keeps its own, so long windows never delay short requests and we need no
- * timer thread nor suspend/resume state machine. The thread count is bounded
- * by max_connections, which we enforce in the accept policy so that each
- * rejection is counted. While a window waits, the connection thread polls
- * the client socket for POLLRDHUP/POLLHUP and an eventfd that stop() fires,
- * so a client that goes away or a stopping server frees the work at once.
+ * Threading model: one MHD polling thread (epoll) does all socket I/O, so
+ * an idle or slow connection costs a socket and a little memory, never a
+ * thread. Requests that only read atomics (/healthz, redirects, errors, the
+ * embedded page) are answered in that thread. Everything else is suspended
+ * (MHD_suspend_connection) and handed to a pool: a "light" pool for
+ * /metrics, the index, cmdline and symbol, a "heavy" pool (opts->workers)
+ * for rendering profiles, so the cheap endpoints never queue behind a
+ * render. A worker builds the response and resumes the connection; the
+ * polling thread then queues it. A CPU window or a delta begins in a heavy
+ * worker and then waits in the timer thread, holding no worker: the timer
+ * thread watches the client socket (EPOLLRDHUP) and the window's end, and
+ * at the end hands the render to the heavy pool. A client that goes away
+ * or a stopping server releases the window at once.
+ *
+ * Connection limits: max_connections open at once (more are closed at
+ * accept), max_connections_per_client from one address (the next ones are
+ * answered 429 as soon as their headers are in; beyond twice the limit they
+ * are closed at accept), and a header deadline: a request whose headers are
+ * not complete header_timeout_seconds after its connection opened (or
+ * after the idle timeout plus that, for a keep-alive connection's next
+ * request) is closed by the timer thread (shutdown(2) on its socket; MHD
+ * then closes it). Each refusal is counted per reason in /metrics and
+ * logged at most once per 10 s per reason.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -25,6 +38,9 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <microhttpd.h>
@@ -33,7 +49,16 @@
 #include "ui.h"
 #include "util/log.h"
 
-#define DEFAULT_MAX_CONNECTIONS 64
+#define DEFAULT_MAX_CONNECTIONS 1024
+#define DEFAULT_MAX_PER_CLIENT 64
+#define DEFAULT_HEADER_TIMEOUT_SECONDS 10
+#define DEFAULT_WORKERS 4
+#define MAX_WORKERS 64
+#define LIGHT_WORKERS 2
+/* Over the per-client limit but within twice it: answered 429 after this. */
+#define OVER_LIMIT_HEADER_SECONDS 1
+#define CLIENT_BUCKETS 256
+#define REFUSAL_LOG_INTERVAL_NS (10ull * 1000000000ull)
 #define DEFAULT_MAX_REQUEST_BYTES 65536
 #define DEFAULT_TIMEOUT_SECONDS 30
 #define DEFAULT_MAX_WINDOW_SECONDS 300
@@ -60,8 +85,55 @@ enum route {
 	R__COUNT
 };
 
-static const unsigned status_codes[] = { 200, 301, 400, 401, 404, 413, 500, 501, 503 };
+static const unsigned status_codes[] = { 200, 301, 400, 401, 404, 413, 429, 500, 501, 503 };
 #define N_CODES (ARRAY_SIZE(status_codes) + 1) /* last slot: any other code */
+
+/* Why a connection or request was refused: the reason label in /metrics. */
+enum refusal {
+	REF_MAX_CONNECTIONS, /* closed at accept: max_connections open */
+	REF_PER_CLIENT, /* answered 429: too many connections from the address */
+	REF_PER_CLIENT_ACCEPT, /* closed at accept: twice the per-client limit */
+	REF_HEADER_TIMEOUT, /* headers not complete in time: closed */
+	REF__COUNT
+};
+
+static const char *const refusal_names[REF__COUNT] = {
+	[REF_MAX_CONNECTIONS] = "max_connections",
+	[REF_PER_CLIENT] = "per_client",
+	[REF_PER_CLIENT_ACCEPT] = "per_client_at_accept",
+	[REF_HEADER_TIMEOUT] = "header_timeout",
+};
+
+/* Connections open from one address (polling thread only). */
+struct client {
+	struct client *next;
+	unsigned char addr[16];
+	unsigned char len;
+	unsigned count;
+};
+
+/* One open connection, the MHD socket context. */
+struct conn {
+	struct conn *prev, *next; /* s->conns, under conn_lock */
+	int fd;
+	/* monotonic ns by which the current request's headers must be in; 0 = none */
+	_Atomic uint64_t header_deadline;
+	struct client *cl;
+	bool over_limit; /* answered 429 */
+};
+
+struct job;
+
+/* A fixed set of threads taking jobs in order. */
+struct pool {
+	struct pp_http_server *s;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job *head, *tail;
+	pthread_t threads[MAX_WORKERS];
+	unsigned n; /* started */
+	bool stop;
+};
 
 struct pp_http_server {
 	struct MHD_Daemon *d;
@@ -74,13 +146,56 @@ struct pp_http_server {
 	unsigned max_request_bytes;
 	unsigned max_window_seconds;
 	unsigned timeout_seconds;
+	unsigned max_per_client;
+	unsigned header_timeout_seconds;
 	int stop_fd; /* eventfd, readable once stop() began */
+	int wake_fd; /* eventfd: a window was added, the timer recomputes its sleep */
+	int epfd; /* the timer thread's: stop_fd, wake_fd, window sockets */
 	atomic_bool stopping;
 	atomic_uint open_connections;
-	atomic_ulong rejected;
 	atomic_long in_flight;
 	atomic_ulong windows_aborted;
+	atomic_ulong windows_waiting;
+	atomic_ulong refused[REF__COUNT];
+	_Atomic uint64_t refusal_logged[REF__COUNT]; /* last log line, monotonic ns */
 	atomic_ulong requests[R__COUNT][N_CODES];
+
+	struct pool light, heavy;
+	pthread_t timer;
+	bool timer_started;
+	pthread_mutex_t win_lock; /* windows */
+	struct job *windows; /* waiting, doubly linked */
+	pthread_mutex_t conn_lock; /* conns */
+	struct conn *conns;
+	struct client *clients[CLIENT_BUCKETS]; /* polling thread only */
+};
+
+/*
+ * Work handed to a pool for one request. Owned by its struct req; while
+ * queued, running or waiting its connection is suspended, so MHD neither
+ * closes it nor calls on_completed (stop() resumes every one first).
+ */
+struct job {
+	struct pp_http_server *s;
+	struct MHD_Connection *c;
+	struct req *rq;
+	enum route route;
+	char *url;
+	bool post;
+	struct job *next; /* pool queue */
+	struct job *wprev, *wnext; /* s->windows */
+	/* a window: */
+	bool waiting; /* in s->windows */
+	bool render; /* the window ended: the next run renders it */
+	int fd; /* the client's socket, watched for EPOLLRDHUP */
+	enum pp_profile_kind kind;
+	unsigned secs;
+	uint64_t end_ns;
+	void *base;
+	char filename[64];
+	/* the result, read by the polling thread after the resume */
+	struct MHD_Response *resp; /* NULL: close the connection */
+	unsigned code;
 };
 
 /* Per request, created by the URI log callback so we see the raw query. */
@@ -90,6 +205,7 @@ struct req {
 	bool started;
 	bool too_large;
 	bool in_flight;
+	struct job *job;
 };
 
 /* What one handler invocation works with. */
@@ -99,6 +215,8 @@ struct call {
 	enum route route;
 	const char *query; /* raw, never NULL */
 	const char *url; /* path, never NULL */
+	struct job *job; /* non-NULL in a worker: responses are stored there */
+	bool pending; /* a window was handed to the timer: no response yet */
 };
 
 static const char *route_label(enum route r)
@@ -196,6 +314,14 @@ static enum MHD_Result send_owned(struct call *x, unsigned code, const char *cty
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	for (; extra && extra[0]; extra += 2)
 		MHD_add_response_header(resp, extra[0], extra[1]);
+	if (x->job) {
+		/* A worker: the polling thread queues it after the resume. */
+		if (x->job->resp)
+			MHD_destroy_response(x->job->resp);
+		x->job->resp = resp;
+		x->job->code = code;
+		return MHD_YES;
+	}
 	ret = MHD_queue_response(x->c, code, resp);
 	MHD_destroy_response(resp);
 	if (ret == MHD_YES)
@@ -292,40 +418,212 @@ static long long query_debug(const char *query)
 	return d;
 }
 
-/*
- * Wait out a window of secs seconds. 0 = elapsed, -ECONNRESET = the client
- * went away, -ESHUTDOWN = the server is stopping.
- */
-static int wait_window(struct call *x, unsigned secs)
+/* Log a refusal at most once per REFUSAL_LOG_INTERVAL_NS per reason; always count it. */
+static void refuse(struct pp_http_server *s, enum refusal why)
 {
+	unsigned long n = atomic_fetch_add(&s->refused[why], 1) + 1;
+	uint64_t now = pp_now_mono_ns(), last = atomic_load(&s->refusal_logged[why]);
+
+	if ((last && now - last < REFUSAL_LOG_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&s->refusal_logged[why], &last, now))
+		return;
+	pp_warn("http: refusing connections (%s; %lu so far, see "
+		"podprof_http_refused_total)",
+		why == REF_MAX_CONNECTIONS     ? "http.max_connections open"
+		: why == REF_PER_CLIENT	       ? "429: http.max_connections_per_client "
+						 "from one address"
+		: why == REF_PER_CLIENT_ACCEPT ? "twice http.max_connections_per_client from "
+						 "one address, closed at accept"
+					       : "headers not complete within "
+						 "http.header_timeout_seconds",
+		n);
+}
+
+/* The polling thread queues what the worker built, on the call after the resume. */
+static void job_finish(struct job *j)
+{
+	MHD_resume_connection(j->c);
+}
+
+/* Give up a job: release its window, close its connection. Any thread. */
+static void job_abort(struct job *j)
+{
+	const struct pp_http_source *src = &j->s->src;
+
+	if (j->base) {
+		atomic_fetch_add(&j->s->windows_aborted, 1);
+		if (src->release)
+			src->release(src->ctx, j->kind, j->base);
+		j->base = NULL;
+	}
+	if (j->resp)
+		MHD_destroy_response(j->resp);
+	j->resp = NULL;
+	job_finish(j);
+}
+
+static void pool_submit(struct pool *p, struct job *j)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->stop) {
+		pthread_mutex_unlock(&p->lock);
+		job_abort(j);
+		return;
+	}
+	j->next = NULL;
+	if (p->tail)
+		p->tail->next = j;
+	else
+		p->head = j;
+	p->tail = j;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Under win_lock. */
+static void window_unlink(struct pp_http_server *s, struct job *j)
+{
+	if (j->wprev)
+		j->wprev->wnext = j->wnext;
+	else
+		s->windows = j->wnext;
+	if (j->wnext)
+		j->wnext->wprev = j->wprev;
+	j->wprev = j->wnext = NULL;
+	j->waiting = false;
+	if (j->fd >= 0)
+		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, j->fd, NULL);
+	atomic_fetch_sub(&s->windows_waiting, 1);
+}
+
+/* A worker hands a begun window to the timer thread. 0 or -ESHUTDOWN. */
+static int window_add(struct call *x, enum pp_profile_kind kind, unsigned secs, void *base,
+		      const char *filename)
+{
+	struct pp_http_server *s = x->s;
+	struct job *j = x->job;
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(x->c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	int fd = ci ? ci->connect_fd : -1;
-	uint64_t end = pp_now_mono_ns() + (uint64_t)secs * 1000000000ull;
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = j };
+	uint64_t one = 1;
+
+	j->kind = kind;
+	j->secs = secs;
+	j->base = base;
+	j->fd = ci ? ci->connect_fd : -1;
+	j->end_ns = pp_now_mono_ns() + (uint64_t)secs * 1000000000ull;
+	snprintf(j->filename, sizeof(j->filename), "%s", filename);
+	pthread_mutex_lock(&s->win_lock);
+	if (atomic_load(&s->stopping)) {
+		pthread_mutex_unlock(&s->win_lock);
+		j->base = NULL;
+		return -ESHUTDOWN;
+	}
+	j->wprev = NULL;
+	j->wnext = s->windows;
+	if (s->windows)
+		s->windows->wprev = j;
+	s->windows = j;
+	j->waiting = true;
+	atomic_fetch_add(&s->windows_waiting, 1);
+	/* Without the watch the window still ends; only a hang-up goes unseen. */
+	if (j->fd >= 0 && epoll_ctl(s->epfd, EPOLL_CTL_ADD, j->fd, &ev) < 0) {
+		pp_dbg("http: cannot watch a window's socket: %s", strerror(errno));
+		j->fd = -1;
+	}
+	pthread_mutex_unlock(&s->win_lock);
+	if (write(s->wake_fd, &one, sizeof(one)) < 0)
+		pp_dbg("http: eventfd write: %s", strerror(errno));
+	return 0;
+}
+
+/* Close connections whose headers are late. Timer thread. */
+static void scan_headers(struct pp_http_server *s, uint64_t now)
+{
+	pthread_mutex_lock(&s->conn_lock);
+	for (struct conn *k = s->conns; k; k = k->next) {
+		uint64_t dl = atomic_load(&k->header_deadline);
+
+		if (!dl || now < dl)
+			continue;
+		atomic_store(&k->header_deadline, 0);
+		/*
+		 * MHD closes the socket only after the CLOSED notification,
+		 * which unlinks k under conn_lock: the fd is still this one.
+		 */
+		(void)shutdown(k->fd, SHUT_RDWR);
+		if (!k->over_limit)
+			refuse(s, REF_HEADER_TIMEOUT);
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
+static void *timer_main(void *arg)
+{
+	struct pp_http_server *s = arg;
+	uint64_t last_scan = 0;
 
 	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = fd, .events = POLLRDHUP },
-			{ .fd = x->s->stop_fd, .events = POLLIN },
-		};
-		uint64_t now = pp_now_mono_ns();
-		int ms;
+		struct epoll_event ev[32];
+		struct job *due = NULL;
+		uint64_t now = pp_now_mono_ns(), next = now + 500000000ull;
+		int n;
 
-		if (atomic_load(&x->s->stopping))
-			return -ESHUTDOWN;
-		if (now >= end)
-			return 0;
+		pthread_mutex_lock(&s->win_lock);
+		for (struct job *j = s->windows; j; j = j->wnext)
+			if (j->end_ns < next)
+				next = j->end_ns;
+		pthread_mutex_unlock(&s->win_lock);
 		/* Round up so we never spin on a sub-millisecond remainder. */
-		ms = (int)PP_MIN((end - now + 999999) / 1000000, 1000);
-		if (poll(p, 2, ms) < 0 && errno != EINTR) {
-			/* Cannot poll (should not happen): sleep in small steps. */
-			struct timespec ts = { 0, 50 * 1000000L };
-			nanosleep(&ts, NULL);
-			continue;
+		n = epoll_wait(s->epfd, ev, ARRAY_SIZE(ev),
+			       next > now ? (int)((next - now + 999999) / 1000000) : 0);
+		if (atomic_load(&s->stopping))
+			break;
+		for (int i = 0; i < n; i++) {
+			struct job *j = ev[i].data.ptr;
+			uint64_t v;
+
+			if (j == NULL) {
+				if (read(s->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					pp_dbg("http: eventfd read: %s", strerror(errno));
+				continue;
+			}
+			pthread_mutex_lock(&s->win_lock);
+			if (j->waiting)
+				window_unlink(s, j);
+			else
+				j = NULL;
+			pthread_mutex_unlock(&s->win_lock);
+			if (j) {
+				pp_dbg("http: %s window of %us abandoned: client went away",
+				       pp_profile_kind__name(j->kind), j->secs);
+				job_abort(j);
+			}
 		}
-		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
-			return -ECONNRESET;
+		now = pp_now_mono_ns();
+		pthread_mutex_lock(&s->win_lock);
+		for (struct job *j = s->windows, *nx; j; j = nx) {
+			nx = j->wnext;
+			if (j->end_ns > now)
+				continue;
+			window_unlink(s, j);
+			j->next = due;
+			due = j;
+		}
+		pthread_mutex_unlock(&s->win_lock);
+		while (due) {
+			struct job *j = due;
+
+			due = j->next;
+			j->render = true;
+			pool_submit(&s->heavy, j);
+		}
+		if (now - last_scan >= 500000000ull) {
+			scan_headers(s, now);
+			last_scan = now;
+		}
 	}
+	return NULL;
 }
 
 /* 500 "Could not enable CPU profiling: ..." when the source says kind's collector is refused. */
@@ -346,45 +644,54 @@ static bool refuse_unavailable(struct call *x, enum pp_profile_kind kind, enum M
 	return true;
 }
 
-/* A CPU window or a delta: begin, wait, render against the base, release. */
+/*
+ * A CPU window or a delta, in a heavy worker: begin, then hand the window
+ * to the timer thread (x->pending); render_window runs when it ends.
+ */
 static enum MHD_Result serve_window(struct call *x, enum pp_profile_kind kind, unsigned secs,
 				    const char *filename)
 {
 	const struct pp_http_source *src = &x->s->src;
-	struct pp_buf out = { .max = MAX_BODY_BYTES };
-	char disp[96];
-	const char *hdrs[] = { "Content-Disposition", disp, NULL };
 	void *base = NULL;
 	enum MHD_Result refused;
 	int r;
 
-	if (!src->begin || !src->render)
+	if (!src->begin || !src->render || !x->job)
 		return send_errno(x, -EOPNOTSUPP);
 	if (refuse_unavailable(x, kind, &refused))
 		return refused;
 	r = src->begin(src->ctx, kind, &base);
 	if (r < 0)
 		return send_errno(x, r);
-	/* The connection is silent during the window: never let it count as idle. */
-	MHD_set_connection_option(x->c, MHD_CONNECTION_OPTION_TIMEOUT,
-				  (unsigned int)(secs + x->s->timeout_seconds));
-	r = wait_window(x, secs);
+	r = window_add(x, kind, secs, base, filename);
 	if (r < 0) {
-		pp_dbg("http: %s window of %us abandoned: %s", pp_profile_kind__name(kind), secs,
-		       r == -ESHUTDOWN ? "server stopping" : "client went away");
 		atomic_fetch_add(&x->s->windows_aborted, 1);
 		if (src->release)
 			src->release(src->ctx, kind, base);
 		return MHD_NO;
 	}
-	r = src->render(src->ctx, kind, base, 0, &out);
+	x->pending = true;
+	return MHD_YES;
+}
+
+/* The window ended: render against its base, release it. Heavy worker. */
+static enum MHD_Result render_window(struct call *x)
+{
+	struct job *j = x->job;
+	const struct pp_http_source *src = &x->s->src;
+	struct pp_buf out = { .max = MAX_BODY_BYTES };
+	char disp[96];
+	const char *hdrs[] = { "Content-Disposition", disp, NULL };
+	int r = src->render(src->ctx, j->kind, j->base, 0, &out);
+
 	if (src->release)
-		src->release(src->ctx, kind, base);
+		src->release(src->ctx, j->kind, j->base);
+	j->base = NULL;
 	if (r < 0) {
 		pp_buf_free(&out);
 		return send_errno(x, r);
 	}
-	snprintf(disp, sizeof(disp), "attachment; filename=\"%s\"", filename);
+	snprintf(disp, sizeof(disp), "attachment; filename=\"%s\"", j->filename);
 	return send_buf(x, 200, "application/octet-stream", &out, hdrs);
 }
 
@@ -698,6 +1005,18 @@ static enum MHD_Result serve_metrics(struct call *x)
 						   route_label((enum route)rt),
 						   code_label(i, tmp, sizeof(tmp)), v);
 		}
+	r |= pp_buf_puts(&b, "# HELP podprof_http_refused_total Connections and requests "
+			     "refused by the server's limits, by reason.\n"
+			     "# TYPE podprof_http_refused_total counter\n");
+	for (int i = 0; i < REF__COUNT; i++)
+		r |= pp_buf_printf(&b, "podprof_http_refused_total{reason=\"%s\"} %lu\n",
+				   refusal_names[i], atomic_load(&s->refused[i]));
+	r |= pp_buf_printf(&b,
+			   "# HELP podprof_http_windows_waiting Profile windows waiting for their "
+			   "end (they hold no worker).\n"
+			   "# TYPE podprof_http_windows_waiting gauge\n"
+			   "podprof_http_windows_waiting %lu\n",
+			   atomic_load(&s->windows_waiting));
 	r |= pp_buf_printf(&b,
 			   "# HELP podprof_http_connections_rejected_total Connections closed at "
 			   "accept because max_connections were open.\n"
@@ -713,8 +1032,9 @@ static enum MHD_Result serve_metrics(struct call *x)
 			   "because the client went away or the server stopped.\n"
 			   "# TYPE podprof_http_windows_aborted_total counter\n"
 			   "podprof_http_windows_aborted_total %lu\n",
-			   atomic_load(&s->rejected), atomic_load(&s->open_connections),
-			   atomic_load(&s->in_flight), atomic_load(&s->windows_aborted));
+			   atomic_load(&s->refused[REF_MAX_CONNECTIONS]),
+			   atomic_load(&s->open_connections), atomic_load(&s->in_flight),
+			   atomic_load(&s->windows_aborted));
 	if (r) {
 		pp_buf_free(&b);
 		return send_errno(x, -ENOMEM);
@@ -861,6 +1181,94 @@ static enum MHD_Result dispatch(struct call *x, struct req *rq, const char *meth
 	}
 }
 
+/* Answered in the polling thread: they read nothing a worker could hold. */
+static bool inline_route(enum route r)
+{
+	return r == R_REDIRECT || r == R_TRACE || r == R_UNKNOWN_PROFILE || r == R_HEALTHZ ||
+	       r == R_UI || r == R_OTHER;
+}
+
+static bool heavy_route(enum route r)
+{
+	return r >= R_KIND_FIRST && r <= R_KIND_LAST;
+}
+
+/* A worker runs one job; the connection stays suspended until job_finish. */
+static void run_job(struct job *j)
+{
+	struct call x = { .s = j->s,
+			  .c = j->c,
+			  .route = j->route,
+			  .query = "",
+			  .url = j->url ? j->url : "",
+			  .job = j };
+	enum MHD_Result ret;
+
+	if (j->rq->uri) {
+		const char *q = strchr(j->rq->uri, '?');
+		if (q)
+			x.query = q + 1;
+	}
+	if (j->render)
+		ret = render_window(&x);
+	else
+		ret = dispatch(&x, j->rq, j->post ? MHD_HTTP_METHOD_POST : MHD_HTTP_METHOD_GET);
+	if (x.pending)
+		return; /* the timer thread owns it now */
+	if (ret != MHD_YES && j->resp) {
+		MHD_destroy_response(j->resp);
+		j->resp = NULL;
+	}
+	job_finish(j);
+}
+
+static void *pool_main(void *arg)
+{
+	struct pool *p = arg;
+
+	for (;;) {
+		struct job *j;
+
+		pthread_mutex_lock(&p->lock);
+		while (!p->head && !p->stop)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->lock);
+			return NULL;
+		}
+		j = p->head;
+		p->head = j->next;
+		if (!p->head)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->lock);
+		run_job(j);
+	}
+}
+
+/* Suspend the connection and queue its request. MHD_NO to close it. */
+static enum MHD_Result defer(struct call *x, struct req *rq, const char *method)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return MHD_NO;
+	j->s = x->s;
+	j->c = x->c;
+	j->rq = rq;
+	j->route = x->route;
+	j->fd = -1;
+	j->post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+	j->url = strdup(x->url);
+	if (!j->url) {
+		free(j);
+		return MHD_NO;
+	}
+	rq->job = j;
+	MHD_suspend_connection(x->c);
+	pool_submit(heavy_route(x->route) ? &x->s->heavy : &x->s->light, j);
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -878,6 +1286,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		*con_cls = rq;
 	}
+	if (rq->job) {
+		/* Resumed: the worker's response, or close. */
+		struct job *j = rq->job;
+		enum MHD_Result ret;
+
+		if (!j->resp)
+			return MHD_NO;
+		ret = MHD_queue_response(c, j->code, j->resp);
+		MHD_destroy_response(j->resp);
+		j->resp = NULL;
+		if (ret == MHD_YES)
+			count_request(s, j->route, j->code);
+		return ret;
+	}
 	if (rq->uri) {
 		const char *q = strchr(rq->uri, '?');
 		if (q)
@@ -885,6 +1307,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 
 	if (!rq->started) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		struct conn *k = ci ? ci->socket_context : NULL;
 		const char *cl;
 		uint64_t len;
 
@@ -892,6 +1317,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		rq->in_flight = true;
 		atomic_fetch_add(&s->in_flight, 1);
 		rq->body.max = s->max_request_bytes;
+		if (k)
+			atomic_store(&k->header_deadline, 0);
+		if (k && k->over_limit) {
+			static const char *const close_hdr[] = { "Connection", "close",
+								 "Retry-After", "1", NULL };
+			return send_error_hdrs(&x, 429,
+					       "too many connections from this address "
+					       "(http.max_connections_per_client)",
+					       close_hdr);
+		}
 		/*
 		 * Headers are complete: refuse before reading any body. The UI's
 		 * static files hold no data (its requests for profiles send the token).
@@ -916,7 +1351,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (rq->too_large)
 		return send_error(&x, 413, "request body too large");
-	return dispatch(&x, rq, method);
+	if (inline_route(x.route))
+		return dispatch(&x, rq, method);
+	return defer(&x, rq, method);
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
@@ -943,23 +1380,118 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	if (rq->in_flight)
 		atomic_fetch_sub(&s->in_flight, 1);
+	if (rq->job) {
+		if (rq->job->resp)
+			MHD_destroy_response(rq->job->resp);
+		free(rq->job->url);
+		free(rq->job);
+	}
+	if (rq->started && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		/* Keep-alive: the next request's headers are due after the idle time. */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		struct conn *k = ci ? ci->socket_context : NULL;
+
+		if (k)
+			atomic_store(&k->header_deadline,
+				     pp_now_mono_ns() + (uint64_t)(s->timeout_seconds +
+								   s->header_timeout_seconds) *
+								1000000000ull);
+	}
 	pp_buf_free(&rq->body);
 	free(rq->uri);
 	free(rq);
 	*con_cls = NULL;
 }
 
+/* The address as a key: IPv4 (also v4-mapped IPv6) in 4 bytes, IPv6 in 16. */
+static bool client_key(const struct sockaddr *sa, unsigned char key[16], unsigned char *len)
+{
+	if (sa && sa->sa_family == AF_INET) {
+		memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		*len = 4;
+		return true;
+	}
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(key, &a->s6_addr[12], 4);
+			*len = 4;
+		} else {
+			memcpy(key, a->s6_addr, 16);
+			*len = 16;
+		}
+		return true;
+	}
+	return false;
+}
+
+static unsigned client_hash(const unsigned char *key, unsigned char len)
+{
+	uint32_t h = 2166136261u;
+
+	for (unsigned i = 0; i < len; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return h % CLIENT_BUCKETS;
+}
+
+/* The entry of an address, created when create. Polling thread only. */
+static struct client *client_find(struct pp_http_server *s, const struct sockaddr *sa, bool create)
+{
+	unsigned char key[16], len;
+	struct client *cl;
+	unsigned h;
+
+	if (!client_key(sa, key, &len))
+		return NULL;
+	h = client_hash(key, len);
+	for (cl = s->clients[h]; cl; cl = cl->next)
+		if (cl->len == len && memcmp(cl->addr, key, len) == 0)
+			return cl;
+	if (!create)
+		return NULL;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return NULL;
+	memcpy(cl->addr, key, len);
+	cl->len = len;
+	cl->next = s->clients[h];
+	s->clients[h] = cl;
+	return cl;
+}
+
+static void client_put(struct pp_http_server *s, struct client *cl)
+{
+	struct client **pp;
+
+	if (!cl || --cl->count)
+		return;
+	pp = &s->clients[client_hash(cl->addr, cl->len)];
+	while (*pp && *pp != cl)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = cl->next;
+	free(cl);
+}
+
 /*
- * The accept policy and the STARTED notification both run in the listening
- * thread, one connection after the other, so open_connections is exact when
- * the policy reads it.
+ * The accept policy and the connection notifications all run in the
+ * polling thread, one connection after the other, so open_connections and
+ * the per-address counts are exact when the policy reads them.
  */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct pp_http_server *s = cls;
+	struct client *cl;
 
 	if (atomic_load(&s->open_connections) >= s->max_connections) {
-		atomic_fetch_add(&s->rejected, 1);
+		refuse(s, REF_MAX_CONNECTIONS);
+		return MHD_NO;
+	}
+	cl = client_find(s, addr, false);
+	if (cl && cl->count >= 2 * s->max_per_client) {
+		refuse(s, REF_PER_CLIENT_ACCEPT);
 		return MHD_NO;
 	}
 	return MHD_YES;
@@ -969,11 +1501,51 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct pp_http_server *s = cls;
+	struct conn *k = *socket_context;
 
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fi =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ai =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		unsigned secs = s->header_timeout_seconds;
+
 		atomic_fetch_add(&s->open_connections, 1);
-	else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return; /* no limits for this one; harmless */
+		k->fd = fi ? fi->connect_fd : -1;
+		k->cl = client_find(s, ai ? ai->client_addr : NULL, true);
+		if (k->cl && ++k->cl->count > s->max_per_client) {
+			k->over_limit = true;
+			refuse(s, REF_PER_CLIENT);
+			secs = PP_MIN(secs, OVER_LIMIT_HEADER_SECONDS);
+		}
+		atomic_store(&k->header_deadline,
+			     pp_now_mono_ns() + (uint64_t)secs * 1000000000ull);
+		pthread_mutex_lock(&s->conn_lock);
+		k->next = s->conns;
+		if (s->conns)
+			s->conns->prev = k;
+		s->conns = k;
+		pthread_mutex_unlock(&s->conn_lock);
+		*socket_context = k;
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		atomic_fetch_sub(&s->open_connections, 1);
+		if (!k)
+			return;
+		pthread_mutex_lock(&s->conn_lock);
+		if (k->prev)
+			k->prev->next = k->next;
+		else
+			s->conns = k->next;
+		if (k->next)
+			k->next->prev = k->prev;
+		pthread_mutex_unlock(&s->conn_lock);
+		client_put(s, k->cl);
+		free(k);
+		*socket_context = NULL;
+	}
 }
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1066,6 +1638,22 @@ static void server_free(struct pp_http_server *s)
 		return;
 	if (s->stop_fd >= 0)
 		close(s->stop_fd);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	for (size_t i = 0; i < CLIENT_BUCKETS; i++)
+		while (s->clients[i]) {
+			struct client *cl = s->clients[i];
+			s->clients[i] = cl->next;
+			free(cl);
+		}
+	pthread_mutex_destroy(&s->win_lock);
+	pthread_mutex_destroy(&s->conn_lock);
+	pthread_mutex_destroy(&s->light.lock);
+	pthread_cond_destroy(&s->light.cond);
+	pthread_mutex_destroy(&s->heavy.lock);
+	pthread_cond_destroy(&s->heavy.cond);
 	if (s->token) {
 		explicit_bzero(s->token, s->token_len);
 		free(s->token);
@@ -1074,12 +1662,92 @@ static void server_free(struct pp_http_server *s)
 	free(s);
 }
 
+static int pool_start(struct pool *p, unsigned n)
+{
+	for (p->n = 0; p->n < n; p->n++) {
+		int r = pthread_create(&p->threads[p->n], NULL, pool_main, p);
+		if (r)
+			return -r;
+	}
+	return 0;
+}
+
+/* Join the workers (each finishes its job), then give up what is queued. */
+static void pool_stop(struct pool *p)
+{
+	struct job *j;
+
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->n; i++)
+		pthread_join(p->threads[i], NULL);
+	p->n = 0;
+	pthread_mutex_lock(&p->lock);
+	j = p->head;
+	p->head = p->tail = NULL;
+	pthread_mutex_unlock(&p->lock);
+	while (j) {
+		struct job *nx = j->next;
+		job_abort(j);
+		j = nx;
+	}
+}
+
+/*
+ * Stop the threads that hold suspended connections and resume every one
+ * (closing it), so MHD_stop_daemon finds none suspended. After this no job
+ * is referenced outside its request.
+ */
+static void stop_workers(struct pp_http_server *s)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&s->win_lock);
+	atomic_store(&s->stopping, true);
+	pthread_mutex_unlock(&s->win_lock);
+	if (s->stop_fd >= 0 && write(s->stop_fd, &one, sizeof(one)) < 0)
+		pp_dbg("http: eventfd write: %s", strerror(errno));
+	pool_stop(&s->light);
+	pool_stop(&s->heavy);
+	if (s->timer_started)
+		pthread_join(s->timer, NULL);
+	s->timer_started = false;
+	pthread_mutex_lock(&s->win_lock);
+	while (s->windows) {
+		struct job *j = s->windows;
+		window_unlink(s, j);
+		pthread_mutex_unlock(&s->win_lock);
+		pp_dbg("http: %s window of %us abandoned: server stopping",
+		       pp_profile_kind__name(j->kind), j->secs);
+		job_abort(j);
+		pthread_mutex_lock(&s->win_lock);
+	}
+	pthread_mutex_unlock(&s->win_lock);
+}
+
+/* max_connections within the process's fd limit (every connection is an fd). */
+static unsigned fd_capped(unsigned want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    want > rl.rlim_cur / 2) {
+		unsigned cap = (unsigned)PP_MAX(rl.rlim_cur / 2, 16);
+		pp_dbg("http: max_connections %u lowered to %u (RLIMIT_NOFILE %llu)", want, cap,
+		       (unsigned long long)rl.rlim_cur);
+		return cap;
+	}
+	return want;
+}
+
 struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 					     const struct pp_http_source *src)
 {
 	struct pp_http_server *s;
 	char host[256];
-	unsigned port;
+	unsigned port, workers;
 	size_t pool;
 	int r, fd, mhd_fd;
 
@@ -1098,10 +1766,21 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 		errno = ENOMEM;
 		return NULL;
 	}
-	s->stop_fd = -1;
+	s->stop_fd = s->wake_fd = s->epfd = -1;
+	pthread_mutex_init(&s->win_lock, NULL);
+	pthread_mutex_init(&s->conn_lock, NULL);
+	pthread_mutex_init(&s->light.lock, NULL);
+	pthread_cond_init(&s->light.cond, NULL);
+	pthread_mutex_init(&s->heavy.lock, NULL);
+	pthread_cond_init(&s->heavy.cond, NULL);
+	s->light.s = s->heavy.s = s;
 	s->src = *src;
-	s->max_connections = opts->max_connections ? opts->max_connections
-						   : DEFAULT_MAX_CONNECTIONS;
+	s->max_connections =
+		fd_capped(opts->max_connections ? opts->max_connections : DEFAULT_MAX_CONNECTIONS);
+	s->max_per_client = opts->max_connections_per_client ? opts->max_connections_per_client
+							     : DEFAULT_MAX_PER_CLIENT;
+	s->header_timeout_seconds = opts->header_timeout_seconds ? opts->header_timeout_seconds
+								 : DEFAULT_HEADER_TIMEOUT_SECONDS;
 	s->max_request_bytes = opts->max_request_bytes ? opts->max_request_bytes
 						       : DEFAULT_MAX_REQUEST_BYTES;
 	s->max_window_seconds = opts->max_window_seconds ? opts->max_window_seconds
@@ -1115,12 +1794,25 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	if (opts->index_title)
 		s->title = strdup(opts->index_title);
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if ((opts->token && *opts->token && !s->token) || (opts->index_title && !s->title) ||
-	    s->stop_fd < 0) {
-		r = s->stop_fd < 0 ? errno : ENOMEM;
+	    s->stop_fd < 0 || s->wake_fd < 0 || s->epfd < 0) {
+		r = s->stop_fd < 0 || s->wake_fd < 0 || s->epfd < 0 ? errno : ENOMEM;
 		server_free(s);
 		errno = r;
 		return NULL;
+	}
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->stop_fd, &ev) < 0 ||
+		    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->wake_fd, &ev) < 0) {
+			r = errno;
+			server_free(s);
+			errno = r;
+			return NULL;
+		}
 	}
 
 	fd = open_listener(host, port);
@@ -1152,8 +1844,8 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	 * limit is one above so it never refuses (uncounted) first, e.g. in the
 	 * moment between our CLOSED notification and MHD's own bookkeeping.
 	 */
-	s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					MHD_USE_POLL | MHD_USE_ERROR_LOG,
+	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+					MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
 				0, on_accept, s, on_request, s, MHD_OPTION_LISTEN_SOCKET,
 				(MHD_socket)mhd_fd, MHD_OPTION_CONNECTION_LIMIT,
 				(unsigned int)(s->max_connections + 1),
@@ -1169,6 +1861,22 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 		errno = EIO;
 		return NULL;
 	}
+	workers = opts->workers ? PP_MIN(opts->workers, MAX_WORKERS) : DEFAULT_WORKERS;
+	r = pool_start(&s->light, LIGHT_WORKERS);
+	if (!r)
+		r = pool_start(&s->heavy, workers);
+	if (!r) {
+		r = -pthread_create(&s->timer, NULL, timer_main, s);
+		s->timer_started = r == 0;
+	}
+	if (r) {
+		pp_dbg("http: cannot start threads: %s", strerror(-r));
+		stop_workers(s);
+		MHD_stop_daemon(s->d);
+		server_free(s);
+		errno = -r;
+		return NULL;
+	}
 	return s;
 }
 
@@ -1179,14 +1887,9 @@ unsigned pp_http_server__port(const struct pp_http_server *s)
 
 void pp_http_server__stop(struct pp_http_server *s)
 {
-	uint64_t one = 1;
-
 	if (!s)
 		return;
-	atomic_store(&s->stopping, true);
-	/* Wakes every window waiting in poll(); the fd stays readable. */
-	if (write(s->stop_fd, &one, sizeof(one)) < 0)
-		pp_dbg("http: eventfd write: %s", strerror(errno));
+	stop_workers(s);
 	MHD_stop_daemon(s->d);
 	server_free(s);
 }

@@ -84,13 +84,22 @@ struct pp_http_source {
 	size_t (*collectors)(void *ctx, struct pp_http_collector *ret, size_t max);
 };
 
-/* A zero limit means its default: 64 connections, 65536 bytes, 30 s, 300 s. */
+/*
+ * A zero limit means its default: 1024 connections, 64 per client address,
+ * 65536 bytes, 30 s idle, 10 s for the headers, 300 s windows, 4 workers.
+ */
 struct pp_http_opts {
 	/* "host:port", ":port" (all addresses), "[::1]:port"; NULL = 127.0.0.1:6060 */
 	const char *listen;
-	unsigned max_connections; /* more are closed at accept (counted in /metrics) */
+	/* more are closed at accept (counted in /metrics); capped at RLIMIT_NOFILE / 2 */
+	unsigned max_connections;
+	/* connections from one client address; the next ones are answered 429 */
+	unsigned max_connections_per_client;
 	unsigned max_request_bytes; /* request body cap (413 above); sizes the header memory too */
 	unsigned timeout_seconds; /* idle connection timeout */
+	/* a request's headers must be complete this long after it began, else it is closed */
+	unsigned header_timeout_seconds;
+	unsigned workers; /* threads rendering profiles (windows wait without one) */
 	unsigned max_window_seconds; /* /profile and delta windows above this -> 400 */
 	/* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
 	const char *token;
@@ -100,7 +109,8 @@ struct pp_http_opts {
 struct pp_http_server;
 
 /*
- * Starts serving at once, one thread per connection (see http.c). src is
+ * Starts serving at once: one event loop for I/O, a bounded pool for the
+ * work (see http.c). src is
  * copied; src->ctx must outlive the server. NULL with errno set
  * (EADDRINUSE, EINVAL for a bad address, EIO if libmicrohttpd failed).
  */
