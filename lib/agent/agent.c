@@ -93,7 +93,16 @@ struct source_ctx {
 	struct pp_agent *a;
 	int group;
 	struct pp_http_source src;
+	struct pp_buf dump_text; /* the last goroutine?debug=2 text, under snapshot_lock */
+	uint64_t dump_text_ns;
 };
+
+/* Targets dumped lately, for threads.min_interval_ms (under snapshot_lock). */
+struct dump_recent {
+	pid_t pid;
+	uint64_t ns;
+};
+#define DUMP_RECENT_MAX 1024
 
 struct pp_agent {
 	struct pp_config *cfg;
@@ -129,6 +138,8 @@ struct pp_agent {
 	size_t n_pend, cap_pend;
 	struct unw_cache unw[C__COUNT];
 	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests, C_SNAPSHOT cache */
+	struct dump_recent dump_recent[DUMP_RECENT_MAX];
+	uint64_t dump_limited_logged_ns;
 
 	struct tc_entry *tc;
 	size_t n_tc, cap_tc;
@@ -146,6 +157,7 @@ struct pp_agent {
 	atomic_uint_fast64_t samples, unwinds, unwinds_complete, unwind_errors, unwind_truncated;
 	atomic_uint_fast64_t heap_events, offcpu_events, attach_errors, discovery_passes;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
+	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
@@ -1180,8 +1192,79 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 }
 
 /*
+ * threads.min_interval_ms: true when one of pids was dumped less than that
+ * ago. Else notes them as dumped now (a full table counts as recent: the
+ * limit holds even then). Under snapshot_lock.
+ */
+static bool dump_too_soon(struct pp_agent *a, const pid_t *pids, size_t np, uint64_t now)
+{
+	uint64_t iv = (uint64_t)a->cfg->threads.min_interval_ms * 1000000ull;
+	size_t free_slots = 0;
+
+	if (!iv)
+		return false;
+	for (size_t i = 0; i < DUMP_RECENT_MAX; i++) {
+		struct dump_recent *d = &a->dump_recent[i];
+		if (d->pid && now - d->ns >= iv)
+			d->pid = 0;
+		if (!d->pid) {
+			free_slots++;
+			continue;
+		}
+		for (size_t p = 0; p < np; p++)
+			if (pids[p] == d->pid)
+				return true;
+	}
+	if (free_slots < np)
+		return true;
+	for (size_t i = 0, p = 0; i < DUMP_RECENT_MAX && p < np; i++)
+		if (!a->dump_recent[i].pid) {
+			a->dump_recent[i].pid = pids[p++];
+			a->dump_recent[i].ns = now;
+		}
+	return false;
+}
+
+static struct source_ctx *source_of_group(struct pp_agent *a, int group)
+{
+	for (size_t i = 0; i < a->n_sources; i++)
+		if (a->sources[i].group == group)
+			return &a->sources[i];
+	return NULL;
+}
+
+/*
+ * A dump asked for too soon: the last one. debug=2 gets the last text of
+ * this server (-EAGAIN, i.e. 503, if it has none); the gauge stays as the
+ * last dump left it.
+ */
+static int dump_limited(struct pp_agent *a, int group, struct pp_buf *out, uint64_t now)
+{
+	struct source_ctx *sc = source_of_group(a, group);
+	uint64_t n = ++a->dumps_limited;
+
+	if (!a->dump_limited_logged_ns || now - a->dump_limited_logged_ns >= 60000000000ull) {
+		a->dump_limited_logged_ns = now;
+		pp_warn("threads: thread dumps asked for more often than threads.min_interval_ms "
+			"(%u ms): the last dump is served (%" PRIu64 " so far)",
+			a->cfg->threads.min_interval_ms, n);
+	}
+	if (!out)
+		return 0;
+	if (!sc || !sc->dump_text.len)
+		return -EAGAIN;
+	pp_buf_printf(out,
+		      "# the last dump, taken %.3f s ago: dumps are at most one per %u ms "
+		      "(threads.min_interval_ms)\n",
+		      (double)(now - sc->dump_text_ns) / 1e9, a->cfg->threads.min_interval_ms);
+	return pp_buf_append(out, sc->dump_text.data, sc->dump_text.len);
+}
+
+/*
  * Snapshot every thread of the group's targets. With out != NULL, write the
- * debug=2 dump; else refresh the goroutine gauge in the store.
+ * debug=2 dump; else refresh the goroutine gauge in the store. At most one
+ * dump per target per threads.min_interval_ms, each within
+ * threads.dump_timeout_ms.
  */
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
@@ -1194,9 +1277,17 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	}
 	pid_t pids[1024];
 	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
-	struct pp_threads_opts to = { .stack_bytes = a->cfg->cpu.stack_bytes,
-				      .max_pause_ms = a->cfg->threads.max_pause_ms };
+	uint64_t now = pp_now_mono_ns();
+	struct pp_threads_opts to = {
+		.stack_bytes = a->cfg->cpu.stack_bytes,
+		.max_pause_ms = a->cfg->threads.max_pause_ms,
+		.deadline_ns = now + (uint64_t)a->cfg->threads.dump_timeout_ms * 1000000ull
+	};
 	uint64_t pcs[MAX_PCS];
+	size_t out_start = out ? out->len : 0;
+
+	if (dump_too_soon(a, pids, np, now))
+		return dump_limited(a, group, out, now);
 
 	unw_sweep(a, &a->unw[C_SNAPSHOT]); /* drop unwinders of exited processes */
 	if (!out)
@@ -1221,6 +1312,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			size_t n = 0;
 			if (t->pause_ns > a->snapshot_pause_ns_max)
 				a->snapshot_pause_ns_max = t->pause_ns;
+			if (t->error == -ETIME)
+				a->dump_deadline_threads++;
 			if (t->captured)
 				n = unwind(a, C_SNAPSHOT, pids[p], &t->regs, t->stack, t->stack_len,
 					   pcs);
@@ -1247,8 +1340,20 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		pp_maps__free(&maps);
 		pp_threads__free(snaps, ns);
 	}
-	if (!out)
+	if (!out) {
 		pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
+	} else {
+		struct source_ctx *sc = source_of_group(a, group);
+		if (sc && out->len >= out_start) {
+			pp_buf_reset(&sc->dump_text);
+			sc->dump_text.max = 4u << 20; /* larger dumps: 503 when limited */
+			if (pp_buf_append(&sc->dump_text, out->data + out_start,
+					  out->len - out_start) == 0)
+				sc->dump_text_ns = now;
+			else
+				pp_buf_reset(&sc->dump_text);
+		}
+	}
 	return 0;
 }
 
@@ -1629,6 +1734,14 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
 	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.",
 	  a->snapshot_pause_ns_max);
+	pp_buf_printf(o,
+		      "# HELP podprof_thread_dumps_refused_total Thread dumps or threads not "
+		      "taken, by reason: rate_limit (threads.min_interval_ms; the last dump was "
+		      "served), deadline (threads not stopped after threads.dump_timeout_ms).\n"
+		      "# TYPE podprof_thread_dumps_refused_total counter\n"
+		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
+		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
+		      (uint64_t)a->dumps_limited, (uint64_t)a->dump_deadline_threads);
 	G("store_stacks", "Distinct stacks held.", ss.stacks);
 	G("store_locations", "Distinct locations held.", ss.locations);
 	G("store_live_allocations", "Sampled live allocations tracked.", ss.live_entries);
@@ -1971,8 +2084,11 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 	struct pp_http_opts ho = {
 		.listen = listen,
 		.max_connections = a->cfg->http.max_connections,
+		.max_connections_per_client = a->cfg->http.max_connections_per_client,
 		.max_request_bytes = a->cfg->http.max_request_bytes,
 		.timeout_seconds = a->cfg->http.timeout_seconds,
+		.header_timeout_seconds = a->cfg->http.header_timeout_seconds,
+		.workers = a->cfg->http.workers,
 		.max_window_seconds = a->cfg->cpu.max_seconds,
 		.token = a->opts.token,
 		.index_title = title,
@@ -2082,6 +2198,8 @@ void pp_agent__free(struct pp_agent *a)
 		free(a->unw[c].v);
 	}
 	free(a->tc);
+	for (size_t i = 0; i < a->n_sources; i++)
+		pp_buf_free(&a->sources[i].dump_text);
 	pp_cpu_sampler__free(a->cpu);
 	pp_heap_tracer__free(a->heap);
 	pp_offcpu__free(a->offcpu);

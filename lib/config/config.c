@@ -163,7 +163,10 @@ static const struct key_def config_keys[] = {
 	U("offcpu.linger_seconds", offcpu.linger_seconds, 0, 86400),
 	B("threads.enabled", threads.enabled),
 	U("threads.max_pause_ms", threads.max_pause_ms, 1, 10000),
+	U("threads.min_interval_ms", threads.min_interval_ms, 0, 3600000),
+	U("threads.dump_timeout_ms", threads.dump_timeout_ms, 10, 600000),
 	U("http.max_connections", http.max_connections, 1, 10000),
+	U("http.max_connections_per_client", http.max_connections_per_client, 1, 10000),
 	{ .key = "http.max_request_bytes",
 	  .type = K_UINT,
 	  .off = OFF(http.max_request_bytes),
@@ -171,6 +174,8 @@ static const struct key_def config_keys[] = {
 	  .max = 16777216,
 	  .sizes = true },
 	U("http.timeout_seconds", http.timeout_seconds, 1, 3600),
+	U("http.header_timeout_seconds", http.header_timeout_seconds, 1, 3600),
+	U("http.workers", http.workers, 1, 64),
 	{ .key = "http.token_file", .type = K_STR, .off = OFF(http.token_file) },
 	U("limits.max_targets", limits.max_targets, 1, 65536),
 	U("limits.max_stacks", limits.max_stacks, 1024, 10000000),
@@ -1469,7 +1474,12 @@ struct pp_config *pp_config__new_default(void)
 	c->offcpu.linger_seconds = 300;
 	c->threads.enabled = true;
 	c->threads.max_pause_ms = 50;
-	c->http.max_connections = 64;
+	c->threads.min_interval_ms = 1000;
+	c->threads.dump_timeout_ms = 2000;
+	c->http.max_connections = 1024;
+	c->http.max_connections_per_client = 64;
+	c->http.header_timeout_seconds = 10;
+	c->http.workers = 4;
 	c->http.max_request_bytes = 65536;
 	c->http.timeout_seconds = 30;
 	c->http.token_file = NULL;

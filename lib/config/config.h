@@ -94,12 +94,17 @@ struct pp_config {
 	struct {
 		bool enabled; /* goroutine/threadcreate thread dumps, default true */
 		unsigned max_pause_ms; /* longest a thread may be stopped for a snapshot, default 50 */
+		unsigned min_interval_ms; /* at most one dump of a target this often, default 1000 */
+		unsigned dump_timeout_ms; /* no thread is stopped after this, default 2000 */
 	} threads;
 
 	struct {
-		unsigned max_connections; /* default 64 (1..10000) */
+		unsigned max_connections; /* default 1024 (1..10000) */
+		unsigned max_connections_per_client; /* per address, default 64 (1..10000) */
 		unsigned max_request_bytes; /* headers + body, default 65536 (1024..16777216) */
 		unsigned timeout_seconds; /* idle connection timeout, default 30 (1..3600) */
+		unsigned header_timeout_seconds; /* headers complete within, default 10 (1..3600) */
+		unsigned workers; /* threads rendering profiles, default 4 (1..64) */
 		char *token_file; /* bearer token file; NULL = no auth */
 	} http;
 

@@ -63,6 +63,7 @@ struct snap_ctx {
 	pid_t pid;
 	unsigned stack_bytes;
 	unsigned max_pause_ms;
+	uint64_t deadline_ns; /* 0: none */
 	struct pp_thread_snap *snaps;
 	bool *gone;
 	size_t n;
@@ -482,7 +483,24 @@ static void *helper_main(void *arg)
 
 	while (c->next < c->n) {
 		size_t i = c->next++;
-		enum capture_result r = capture_one(c, &c->snaps[i]);
+		enum capture_result r;
+
+		if (c->deadline_ns && pp_now_mono_ns() >= c->deadline_ns) {
+			/* Never interrupt a thread past the dump's deadline. */
+			struct pp_thread_snap *s = &c->snaps[i];
+			bool kthread = false;
+			pid_t tracer = 0;
+
+			int e = read_task_info(c->pid, s, &kthread, &tracer);
+
+			if (e == -ENOENT || e == -ESRCH) {
+				c->gone[i] = true;
+				continue;
+			}
+			set_reason(s, -ETIME, "not stopped: the dump's deadline had passed");
+			continue;
+		}
+		r = capture_one(c, &c->snaps[i]);
 
 		if (r == CAP_GONE)
 			c->gone[i] = true;
@@ -587,6 +605,7 @@ int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct p
 	c.max_pause_ms = opts && opts->max_pause_ms ? opts->max_pause_ms
 						    : PP_THREADS_PAUSE_DEFAULT_MS;
 	c.max_pause_ms = PP_MIN(c.max_pause_ms, (unsigned)PAUSE_MAX_MS);
+	c.deadline_ns = opts ? opts->deadline_ns : 0;
 
 	r = pp_proc__list_tids(pid, &tids, &ntids);
 	if (r == -ENOENT)

@@ -55,6 +55,12 @@ struct pp_threads_opts {
 	unsigned stack_bytes; /* 0: no stack copy; capped at PP_THREADS_STACK_MAX */
 	unsigned max_pause_ms; /* give up on a thread that does not stop in time;
 				     * 0: PP_THREADS_PAUSE_DEFAULT_MS, capped at 10000 */
+	/*
+	 * pp_now_mono_ns() after which no thread is interrupted (0: none):
+	 * the threads not tried by then are listed with error -ETIME. A thread
+	 * interrupted just before may stay stopped up to max_pause_ms past it.
+	 */
+	uint64_t deadline_ns;
 };
 
 #define PP_THREADS_STACK_DEFAULT 32768 /* when opts is NULL */
@@ -68,7 +74,7 @@ struct pp_threads_opts {
  * captured=false plus error/reason when it could not be stopped:
  * -EPERM ("already traced by pid N", no permission, kernel thread),
  * -ETIMEDOUT (did not stop within max_pause_ms, e.g. in D state), -ESRCH
- * (zombie). On return no thread is stopped or traced by us.
+ * (zombie), -ETIME (opts->deadline_ns passed before it was tried). On return no thread is stopped or traced by us.
  *
  * Returns 0, -ESRCH (no such process, or it exited), -EDEADLK (pid is the
  * caller's own process), -EINVAL, -ENOMEM, -E2BIG (too many threads) or
