@@ -127,9 +127,14 @@ static void check_defaults(const struct pp_config *c)
 	assert_int_equal(c->offcpu.min_block_us, 0);
 	assert_true(c->threads.enabled);
 	assert_int_equal(c->threads.max_pause_ms, 50);
-	assert_int_equal(c->http.max_connections, 64);
+	assert_int_equal(c->threads.min_interval_ms, 1000);
+	assert_int_equal(c->threads.dump_timeout_ms, 2000);
+	assert_int_equal(c->http.max_connections, 1024);
+	assert_int_equal(c->http.max_connections_per_client, 64);
 	assert_int_equal(c->http.max_request_bytes, 65536);
 	assert_int_equal(c->http.timeout_seconds, 30);
+	assert_int_equal(c->http.header_timeout_seconds, 10);
+	assert_int_equal(c->http.workers, 4);
 	assert_null(c->http.token_file);
 	assert_int_equal(c->limits.max_targets, 256);
 	assert_int_equal(c->limits.max_stacks, 200000);

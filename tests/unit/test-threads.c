@@ -754,6 +754,62 @@ static void test_d_state_timeout(void **state)
 	stop_target(&t);
 }
 
+/*
+ * The dump's deadline: no thread is stopped once it has passed. A deadline
+ * in the past stops none; one that passes while the vfork thread refuses to
+ * stop (300 ms) leaves every later thread untouched.
+ */
+static void test_deadline(void **state)
+{
+	struct pp_threads_opts o = { .stack_bytes = 4096, .max_pause_ms = 300, .deadline_ns = 1 };
+	struct pp_thread_snap *snaps = NULL;
+	struct target t;
+	size_t n = 0, after = 0;
+	bool seen = false;
+
+	(void)state;
+	start_target(&t, true, 3000);
+	pid_t vt = t.shm->tid[R_VFORK];
+	assert_true(wait_state(t.pid, vt, "D"));
+	assert_int_equal(pp_threads__snapshot(t.pid, &o, &snaps, &n), 0);
+	assert_int_equal(n, (size_t)t.nthreads);
+	for (size_t i = 0; i < n; i++) {
+		assert_false(snaps[i].captured);
+		assert_int_equal(snaps[i].error, -ETIME);
+		assert_int_equal(snaps[i].pause_ns, 0);
+		assert_non_null(strstr(snaps[i].reason, "deadline"));
+		assert_true(snaps[i].state != 0); /* still described */
+	}
+	pp_threads__free(snaps, n);
+	assert_released(t.pid);
+
+	/* The deadline passes while the helper waits for the vfork thread. */
+	o.deadline_ns = pp_now_mono_ns() + 100 * 1000000ull;
+	assert_int_equal(pp_threads__snapshot(t.pid, &o, &snaps, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		if (snaps[i].tid == vt) {
+			seen = true;
+			assert_false(snaps[i].captured);
+			assert_true(snaps[i].error == -ETIMEDOUT || snaps[i].error == -ETIME);
+			continue;
+		}
+		if (seen) {
+			assert_false(snaps[i].captured);
+			assert_int_equal(snaps[i].error, -ETIME);
+			assert_int_equal(snaps[i].pause_ns, 0);
+			after++;
+		} else if (snaps[i].error != -ETIME) {
+			check_captured(t.pid, &snaps[i]);
+		}
+	}
+	assert_true(seen);
+	pp_threads__free(snaps, n);
+	assert_released(t.pid);
+	assert_progress(&t);
+	stop_target(&t);
+	print_message("deadline: %zu threads after the vfork thread left untouched\n", after);
+}
+
 /* Threads that exit between the listing and the stop are left out. */
 static void test_churn(void **state)
 {
@@ -849,6 +905,7 @@ int main(void)
 		cmocka_unit_test(test_group_stopped),
 		cmocka_unit_test(test_d_state_timeout),
 		cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_churn),
 	};
 
