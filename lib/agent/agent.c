@@ -1192,17 +1192,17 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 }
 
 /*
- * threads.min_interval_ms: true when one of pids was dumped less than that
- * ago. Else notes them as dumped now (a full table counts as recent: the
- * limit holds even then). Under snapshot_lock.
+ * threads.min_interval_ms: 0 when none of pids was dumped less than that
+ * ago (they are then noted as dumped now), else how many ns until they all
+ * may be (a full table: the whole interval). Under snapshot_lock.
  */
-static bool dump_too_soon(struct pp_agent *a, const pid_t *pids, size_t np, uint64_t now)
+static uint64_t dump_too_soon(struct pp_agent *a, const pid_t *pids, size_t np, uint64_t now)
 {
-	uint64_t iv = (uint64_t)a->cfg->threads.min_interval_ms * 1000000ull;
+	uint64_t iv = (uint64_t)a->cfg->threads.min_interval_ms * 1000000ull, wait = 0;
 	size_t free_slots = 0;
 
 	if (!iv)
-		return false;
+		return 0;
 	for (size_t i = 0; i < DUMP_RECENT_MAX; i++) {
 		struct dump_recent *d = &a->dump_recent[i];
 		if (d->pid && now - d->ns >= iv)
@@ -1212,17 +1212,19 @@ static bool dump_too_soon(struct pp_agent *a, const pid_t *pids, size_t np, uint
 			continue;
 		}
 		for (size_t p = 0; p < np; p++)
-			if (pids[p] == d->pid)
-				return true;
+			if (pids[p] == d->pid && d->ns + iv - now > wait)
+				wait = d->ns + iv - now;
 	}
+	if (wait)
+		return wait;
 	if (free_slots < np)
-		return true;
+		return iv;
 	for (size_t i = 0, p = 0; i < DUMP_RECENT_MAX && p < np; i++)
 		if (!a->dump_recent[i].pid) {
 			a->dump_recent[i].pid = pids[p++];
 			a->dump_recent[i].ns = now;
 		}
-	return false;
+	return 0;
 }
 
 static struct source_ctx *source_of_group(struct pp_agent *a, int group)
@@ -1286,7 +1288,19 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	uint64_t pcs[MAX_PCS];
 	size_t out_start = out ? out->len : 0;
 
-	if (dump_too_soon(a, pids, np, now))
+	uint64_t wait = dump_too_soon(a, pids, np, now);
+	if (wait && out &&
+	    !(source_of_group(a, group) && source_of_group(a, group)->dump_text.len) &&
+	    wait <= 2000000000ull) {
+		/* debug=2 with no text to repeat: wait for the limit rather than refuse. */
+		struct timespec ts = { (time_t)(wait / 1000000000ull),
+				       (long)(wait % 1000000000ull) };
+		nanosleep(&ts, NULL);
+		now = pp_now_mono_ns();
+		to.deadline_ns = now + (uint64_t)a->cfg->threads.dump_timeout_ms * 1000000ull;
+		wait = dump_too_soon(a, pids, np, now);
+	}
+	if (wait)
 		return dump_limited(a, group, out, now);
 
 	unw_sweep(a, &a->unw[C_SNAPSHOT]); /* drop unwinders of exited processes */

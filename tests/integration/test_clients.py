@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Client-driven hardening (issue 14): a flood of slow clients and long
+profile windows does not lock out a valid request, /healthz or /metrics;
+one address cannot take every connection; incomplete requests are closed
+at the header deadline; goroutine dumps (which interrupt every thread of
+the target) are rate-limited. Each refusal is counted in /metrics.
+
+The flood comes from 127.0.0.2..127.0.0.5 (every 127/8 address reaches
+podprof's 127.0.0.1 listener), the valid requests from 127.0.0.1, so the
+per-client limit (64 by default) never applies to them."""
+import os
+import re
+import socket
+import threading
+import time
+
+from harness import Podprof, Workload, check, log, rss_kb, run, sanitized
+
+DEMO = os.environ.get("WL_DEMO")
+BLOCKED = os.environ.get("WL_BLOCKED")
+# The chart's memory limit (charts/podprof/values.yaml, resources.limits.memory).
+CHART_LIMIT_KB = 256 * 1024
+
+
+def connect_from(src, port, timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def timed(pp, path, bound=2.0):
+    """A valid request: 200 within bound seconds (the issue's functional bound)."""
+    t0 = time.monotonic()
+    st, hdr, body = pp.request(path, timeout=bound + 5)
+    dt = time.monotonic() - t0
+    check(st == 200, "%s: status %d %r" % (path, st, body[:200]))
+    check(dt <= bound, "%s answered in %.2f s (bound %.1f s)" % (path, dt, bound))
+    return dt, body
+
+
+def metric(m, name, **labels):
+    key = name
+    if labels:
+        key += "{" + ",".join('%s="%s"' % kv for kv in labels.items()) + "}"
+    return m.get(key, 0)
+
+
+class Flood:
+    """n connections: odd ones trickle a header byte every 0.5 s, even ones
+    send a complete /profile?seconds=S (or a delta) request and wait."""
+
+    def __init__(self, port, n, window_path, sources):
+        self.socks = []
+        self.stop = threading.Event()
+        for i in range(n):
+            s = connect_from(sources[i % len(sources)], port)
+            if i % 2 == 0:
+                s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % window_path).encode())
+            else:
+                s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            self.socks.append(s)
+        self.t = threading.Thread(target=self._trickle, daemon=True)
+        self.t.start()
+
+    def _trickle(self):
+        while not self.stop.wait(0.5):
+            for i, s in enumerate(self.socks):
+                if i % 2:
+                    try:
+                        s.sendall(b"a")
+                    except OSError:
+                        pass
+
+    def close(self):
+        self.stop.set()
+        self.t.join()
+        for s in self.socks:
+            s.close()
+
+
+def test_slow_client_flood():
+    wl = Workload([DEMO])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "http.header_timeout_seconds=30")
+    # Warm what a cold podprof loads once (symbols for the goroutine dump).
+    timed(pp, "/debug/pprof/goroutine", bound=30)
+    st, _, body = pp.request("/debug/pprof/profile?seconds=1", timeout=30)
+    # Windows that hold their connection: CPU where the sampler works, else a
+    # goroutine delta (both wait without a worker thread).
+    window = "/debug/pprof/profile?seconds=20" if st == 200 else \
+        "/debug/pprof/goroutine?seconds=20"
+    log("  flood windows: %s (profile?seconds=1 answered %d)" % (window, st))
+    rss0 = rss_kb(pp.p.pid)
+    flood = Flood(pp.port, 128, window, ["127.0.0.%d" % i for i in range(2, 6)])
+    try:
+        # Every flood connection is in (accepted and open) and the windows wait.
+        deadline = time.time() + 10
+        m = {}
+        while time.time() < deadline:
+            m = pp.metrics()
+            if metric(m, "podprof_http_windows_waiting") >= 64 and \
+                    metric(m, "podprof_http_connections_open") >= 129:
+                break
+            time.sleep(0.2)
+        check(metric(m, "podprof_http_windows_waiting") >= 64,
+              "windows waiting: %s" % metric(m, "podprof_http_windows_waiting"))
+        check(metric(m, "podprof_http_connections_open") >= 129,
+              "connections open: %s" % metric(m, "podprof_http_connections_open"))
+        worst = 0.0
+        for _ in range(3):
+            for path in ("/healthz", "/metrics", "/debug/pprof/", "/debug/pprof/cmdline",
+                         "/debug/pprof/goroutine?debug=1", "/debug/pprof/threadcreate"):
+                dt, _ = timed(pp, path)
+                worst = max(worst, dt)
+            time.sleep(1.0)
+        log("  during the flood: slowest valid request %.3f s" % worst)
+        rss = rss_kb(pp.p.pid)
+        log("  podprof RSS %d KiB before the flood, %d KiB during" % (rss0, rss))
+        if not sanitized():
+            check(rss < CHART_LIMIT_KB, "RSS %d KiB over the chart's limit" % rss)
+        m = pp.metrics()
+        for r in ("max_connections", "per_client", "per_client_at_accept", "header_timeout"):
+            check(metric(m, "podprof_http_refused_total", reason=r) == 0,
+                  "refused (%s) during a flood within the limits: %s" % (r, m))
+    finally:
+        flood.close()
+    # After: the windows' connections are gone, their work released.
+    deadline = time.time() + 10
+    while time.time() < deadline and metric(pp.metrics(), "podprof_http_windows_waiting"):
+        time.sleep(0.2)
+    m = pp.metrics()
+    check(metric(m, "podprof_http_windows_waiting") == 0, "windows still waiting")
+    check(metric(m, "podprof_http_windows_aborted_total") >= 64,
+          "aborted windows %s" % metric(m, "podprof_http_windows_aborted_total"))
+    for path in ("/healthz", "/debug/pprof/goroutine?debug=1", "/metrics"):
+        timed(pp, path)
+    check(wl.alive(), "target died")
+    pp.stop()
+
+
+def read_response(s, timeout):
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data
+
+
+def test_per_client_limit_and_header_deadline():
+    wl = Workload([DEMO])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "http.max_connections_per_client=4",
+                 "--set", "http.header_timeout_seconds=2")
+    idle = [connect_from("127.0.0.2", pp.port) for _ in range(4)]
+    time.sleep(0.3)  # the server has accepted them
+    # The fifth from that address: the documented 429.
+    s = connect_from("127.0.0.2", pp.port)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    resp = read_response(s, 5)
+    s.close()
+    check(resp.startswith(b"HTTP/1.1 429 "), "5th connection: %r" % resp[:200])
+    head, _, body = resp.partition(b"\r\n\r\n")
+    check(b"\r\nRetry-After: 1" in head and b"\r\nX-Go-Pprof: 1" in head, "headers %r" % head)
+    check(b"max_connections_per_client" in body, "body %r" % body)
+    # Another address is served meanwhile.
+    timed(pp, "/healthz")
+    timed(pp, "/debug/pprof/goroutine?debug=1")
+    # The idle ones never sent their headers: closed at the deadline (2 s;
+    # the timer checks twice a second), not at the 30 s idle timeout.
+    t0 = time.monotonic()
+    for c in idle:
+        data = read_response(c, 15)
+        check(data == b"", "idle connection got %r" % data[:100])
+    dt = time.monotonic() - t0
+    log("  idle connections closed %.1f s after the check began" % dt)
+    check(dt < 10, "idle connections closed after %.1f s" % dt)
+    for c in idle:
+        c.close()
+    m = pp.metrics()
+    check(metric(m, "podprof_http_refused_total", reason="per_client") >= 1, "per_client %s" % m)
+    check(metric(m, "podprof_http_refused_total", reason="header_timeout") >= 4,
+          "header_timeout %s" % metric(m, "podprof_http_refused_total", reason="header_timeout"))
+    check(re.search(r"refusing connections \(429", pp.log_text()), "no log line for the 429")
+    # Beyond twice the limit, connections are closed at accept.
+    held = [connect_from("127.0.0.3", pp.port) for _ in range(8)]
+    time.sleep(0.3)
+    extra = connect_from("127.0.0.3", pp.port)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(read_response(extra, 5) == b"", "a connection beyond twice the limit was served")
+    extra.close()
+    for c in held:
+        c.close()
+    m = pp.metrics()
+    check(metric(m, "podprof_http_refused_total", reason="per_client_at_accept") >= 1,
+          "per_client_at_accept %s" % m)
+    timed(pp, "/healthz")
+    pp.stop()
+
+
+def test_goroutine_rate_limit():
+    wl = Workload([BLOCKED])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "threads.min_interval_ms=1000")
+    m0 = pp.metrics()
+    t0 = time.monotonic()
+    n = 0
+    last2 = None
+    while time.monotonic() - t0 < 4.0:
+        path = "/debug/pprof/goroutine?debug=2" if n % 2 else "/debug/pprof/goroutine?debug=1"
+        st, _, body = pp.request(path, timeout=30)
+        check(st == 200, "%s: %d %r" % (path, st, body[:200]))
+        if n % 2:
+            last2 = body
+        n += 1
+    elapsed = time.monotonic() - t0
+    m1 = pp.metrics()
+    dumps = metric(m1, "podprof_thread_snapshots_total") - \
+        metric(m0, "podprof_thread_snapshots_total")
+    limited = metric(m1, "podprof_thread_dumps_refused_total", reason="rate_limit") - \
+        metric(m0, "podprof_thread_dumps_refused_total", reason="rate_limit")
+    log("  %d goroutine requests in %.1f s: %d dumps, %d served the last dump" %
+        (n, elapsed, dumps, limited))
+    # One target: at most one dump per started second of the loop.
+    check(dumps <= int(elapsed / 1.0) + 1, "%d dumps in %.1f s" % (dumps, elapsed))
+    check(n > dumps + 2, "the loop was too slow to test the limit (%d requests)" % n)
+    check(dumps + limited == n, "dumps %d + limited %d != requests %d" % (dumps, limited, n))
+    check(last2 is not None and b"thread " in last2, "debug=2 body %r" % (last2 or b"")[:200])
+    check(re.search(r"min_interval_ms", pp.log_text()), "no log line for the rate limit")
+    check(wl.alive(), "target died")
+    pp.stop()
+
+
+if __name__ == "__main__":
+    run([test_slow_client_flood, test_per_client_limit_and_header_deadline,
+         test_goroutine_rate_limit])
