@@ -1304,8 +1304,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		return dump_limited(a, group, out, now);
 
 	unw_sweep(a, &a->unw[C_SNAPSHOT]); /* drop unwinders of exited processes */
-	if (!out)
-		pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
+	/* debug=2 refreshes the gauge too: a rate-limited request gets this dump. */
+	pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 	for (size_t p = 0; p < np; p++) {
 		struct pp_thread_snap *snaps = NULL;
 		size_t ns = 0;
@@ -1331,12 +1331,11 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			if (t->captured)
 				n = unwind(a, C_SNAPSHOT, pids[p], &t->regs, t->stack, t->stack_len,
 					   pcs);
-			if (!out) {
-				if (n)
-					pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p],
-							    t->tid, pcs, n);
+			if (n)
+				pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p], t->tid,
+						    pcs, n);
+			if (!out)
 				continue;
-			}
 			pp_buf_printf(out,
 				      "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
 				      " voluntary / %" PRIu64 " involuntary]:\n",
@@ -1354,9 +1353,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		pp_maps__free(&maps);
 		pp_threads__free(snaps, ns);
 	}
-	if (!out) {
-		pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
-	} else {
+	pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
+	if (out) {
 		struct source_ctx *sc = source_of_group(a, group);
 		if (sc && out->len >= out_start) {
 			pp_buf_reset(&sc->dump_text);
