@@ -16,8 +16,9 @@
  * at the end hands the render to the heavy pool. A client that goes away
  * or a stopping server releases the window at once.
  *
- * Connection limits: max_connections open at once (more are closed at
- * accept), max_connections_per_client from one address (the next ones are
+ * Connection limits: max_connections open at once (a new one then closes
+ * the connection that has waited longest for its headers, or is closed at
+ * accept when every connection is busy), max_connections_per_client from one address (the next ones are
  * answered 429 as soon as their headers are in; beyond twice the limit they
  * are closed at accept), and a header deadline: a request whose headers are
  * not complete header_timeout_seconds after its connection opened (or
@@ -58,6 +59,8 @@
 /* Over the per-client limit but within twice it: answered 429 after this. */
 #define OVER_LIMIT_HEADER_SECONDS 1
 #define CLIENT_BUCKETS 256
+/* Connections over max_connections while evicted ones are being closed. */
+#define EVICT_HEADROOM 64
 #define REFUSAL_LOG_INTERVAL_NS (10ull * 1000000000ull)
 #define DEFAULT_MAX_REQUEST_BYTES 65536
 #define DEFAULT_TIMEOUT_SECONDS 30
@@ -94,6 +97,7 @@ enum refusal {
 	REF_PER_CLIENT, /* answered 429: too many connections from the address */
 	REF_PER_CLIENT_ACCEPT, /* closed at accept: twice the per-client limit */
 	REF_HEADER_TIMEOUT, /* headers not complete in time: closed */
+	REF_EVICTED, /* waiting for headers, closed to make room at max_connections */
 	REF__COUNT
 };
 
@@ -102,6 +106,7 @@ static const char *const refusal_names[REF__COUNT] = {
 	[REF_PER_CLIENT] = "per_client",
 	[REF_PER_CLIENT_ACCEPT] = "per_client_at_accept",
 	[REF_HEADER_TIMEOUT] = "header_timeout",
+	[REF_EVICTED] = "evicted",
 };
 
 /* Connections open from one address (polling thread only). */
@@ -421,22 +426,24 @@ static long long query_debug(const char *query)
 /* Log a refusal at most once per REFUSAL_LOG_INTERVAL_NS per reason; always count it. */
 static void refuse(struct pp_http_server *s, enum refusal why)
 {
+	static const char *const what[REF__COUNT] = {
+		[REF_MAX_CONNECTIONS] = "http.max_connections open, none to evict",
+		[REF_PER_CLIENT] = "429: http.max_connections_per_client from one address",
+		[REF_PER_CLIENT_ACCEPT] = "twice http.max_connections_per_client from one "
+					  "address, closed at accept",
+		[REF_HEADER_TIMEOUT] = "headers not complete within "
+				       "http.header_timeout_seconds",
+		[REF_EVICTED] = "http.max_connections open: the oldest connection waiting "
+				"for its headers is closed",
+	};
 	unsigned long n = atomic_fetch_add(&s->refused[why], 1) + 1;
 	uint64_t now = pp_now_mono_ns(), last = atomic_load(&s->refusal_logged[why]);
 
 	if ((last && now - last < REFUSAL_LOG_INTERVAL_NS) ||
 	    !atomic_compare_exchange_strong(&s->refusal_logged[why], &last, now))
 		return;
-	pp_warn("http: refusing connections (%s; %lu so far, see "
-		"podprof_http_refused_total)",
-		why == REF_MAX_CONNECTIONS     ? "http.max_connections open"
-		: why == REF_PER_CLIENT	       ? "429: http.max_connections_per_client "
-						 "from one address"
-		: why == REF_PER_CLIENT_ACCEPT ? "twice http.max_connections_per_client from "
-						 "one address, closed at accept"
-					       : "headers not complete within "
-						 "http.header_timeout_seconds",
-		n);
+	pp_warn("http: refusing connections (%s; %lu so far, see podprof_http_refused_total)",
+		what[why], n);
 }
 
 /* The polling thread queues what the worker built, on the call after the resume. */
@@ -1476,6 +1483,34 @@ static void client_put(struct pp_http_server *s, struct client *cl)
 }
 
 /*
+ * Close the connection whose headers are due first (waiting for a first
+ * request's headers, or idle between keep-alive requests). false if every
+ * connection is busy with a request. Polling thread.
+ */
+static bool evict_one(struct pp_http_server *s)
+{
+	struct conn *victim = NULL;
+	uint64_t best = UINT64_MAX;
+
+	pthread_mutex_lock(&s->conn_lock);
+	for (struct conn *k = s->conns; k; k = k->next) {
+		uint64_t dl = atomic_load(&k->header_deadline);
+
+		if (dl && dl < best && k->fd >= 0) {
+			best = dl;
+			victim = k;
+		}
+	}
+	if (victim) {
+		/* As in scan_headers: MHD closes the fd after unlinking it here. */
+		atomic_store(&victim->header_deadline, 0);
+		(void)shutdown(victim->fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+	return victim != NULL;
+}
+
+/*
  * The accept policy and the connection notifications all run in the
  * polling thread, one connection after the other, so open_connections and
  * the per-address counts are exact when the policy reads them.
@@ -1485,9 +1520,15 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 	struct pp_http_server *s = cls;
 	struct client *cl;
 
-	if (atomic_load(&s->open_connections) >= s->max_connections) {
-		refuse(s, REF_MAX_CONNECTIONS);
-		return MHD_NO;
+	unsigned open = atomic_load(&s->open_connections);
+
+	if (open >= s->max_connections) {
+		/* Make room by closing the connection that has waited longest for its headers. */
+		if (open >= s->max_connections + EVICT_HEADROOM || !evict_one(s)) {
+			refuse(s, REF_MAX_CONNECTIONS);
+			return MHD_NO;
+		}
+		refuse(s, REF_EVICTED);
 	}
 	cl = client_find(s, addr, false);
 	if (cl && cl->count >= 2 * s->max_per_client) {
@@ -1841,14 +1882,14 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 		pool = 32768;
 	/*
 	 * on_accept enforces max_connections and counts rejections; MHD's own
-	 * limit is one above so it never refuses (uncounted) first, e.g. in the
-	 * moment between our CLOSED notification and MHD's own bookkeeping.
+	 * limit leaves room for the evicted connections still being closed, so
+	 * it never refuses (uncounted) first.
 	 */
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 					MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
 				0, on_accept, s, on_request, s, MHD_OPTION_LISTEN_SOCKET,
 				(MHD_socket)mhd_fd, MHD_OPTION_CONNECTION_LIMIT,
-				(unsigned int)(s->max_connections + 1),
+				(unsigned int)(s->max_connections + EVICT_HEADROOM + 1),
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->timeout_seconds,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,

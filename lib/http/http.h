@@ -91,7 +91,11 @@ struct pp_http_source {
 struct pp_http_opts {
 	/* "host:port", ":port" (all addresses), "[::1]:port"; NULL = 127.0.0.1:6060 */
 	const char *listen;
-	/* more are closed at accept (counted in /metrics); capped at RLIMIT_NOFILE / 2 */
+	/*
+	 * At the limit a new connection closes the one waiting longest for its
+	 * headers, else it is closed at accept (counted in /metrics). Capped at
+	 * RLIMIT_NOFILE / 2.
+	 */
 	unsigned max_connections;
 	/* connections from one client address; the next ones are answered 429 */
 	unsigned max_connections_per_client;

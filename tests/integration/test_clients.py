@@ -122,7 +122,8 @@ def test_slow_client_flood():
         if not sanitized():
             check(rss < CHART_LIMIT_KB, "RSS %d KiB over the chart's limit" % rss)
         m = pp.metrics()
-        for r in ("max_connections", "per_client", "per_client_at_accept", "header_timeout"):
+        for r in ("max_connections", "per_client", "per_client_at_accept", "header_timeout",
+                  "evicted"):
             check(metric(m, "podprof_http_refused_total", reason=r) == 0,
                   "refused (%s) during a flood within the limits: %s" % (r, m))
     finally:
@@ -206,6 +207,36 @@ def test_per_client_limit_and_header_deadline():
     pp.stop()
 
 
+def test_full_cap_evicts_slow_headers():
+    """At http.max_connections a valid request closes the connection that has
+    waited longest for its headers instead of being refused."""
+    wl = Workload([DEMO])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "http.max_connections=32", "--set", "http.header_timeout_seconds=30")
+    slow = []
+    for i in range(48):
+        s = connect_from("127.0.0.%d" % (2 + i % 4), pp.port)
+        s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        slow.append(s)
+    time.sleep(0.5)
+    for path in ("/healthz", "/debug/pprof/goroutine?debug=1", "/metrics"):
+        timed(pp, path)
+    m = pp.metrics()
+    ev = metric(m, "podprof_http_refused_total", reason="evicted")
+    log("  32 slots, 48 slow connections then 4 valid requests: %d evicted, %d refused" %
+        (ev, metric(m, "podprof_http_refused_total", reason="max_connections")))
+    # 16 for the slow connections over the cap, one for the first valid
+    # request (its slot is free again for the next ones).
+    check(ev >= 16 + 1, "evicted %s" % ev)
+    check(metric(m, "podprof_http_refused_total", reason="max_connections") == 0,
+          "refused at accept with slow connections to evict")
+    # The oldest went first: the first slow connections are closed.
+    check(read_response(slow[0], 5) == b"", "the oldest slow connection is still open")
+    for s in slow:
+        s.close()
+    pp.stop()
+
+
 def test_goroutine_rate_limit():
     wl = Workload([BLOCKED])
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
@@ -241,4 +272,4 @@ def test_goroutine_rate_limit():
 
 if __name__ == "__main__":
     run([test_slow_client_flood, test_per_client_limit_and_header_deadline,
-         test_goroutine_rate_limit])
+         test_full_cap_evicts_slow_headers, test_goroutine_rate_limit])
