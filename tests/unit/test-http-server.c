@@ -46,6 +46,7 @@ struct tsrc {
 	int live_bases;
 	int render_err;
 	bool unhealthy;
+	bool hold_renders; /* renders wait until it is cleared */
 };
 
 static struct tsrc T = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
@@ -101,6 +102,8 @@ static int t_render(void *ctx, enum pp_profile_kind kind, void *base, int debug,
 	T.render_debug[kind] = debug;
 	err = T.render_err;
 	pthread_cond_broadcast(&T.cv);
+	while (T.hold_renders)
+		pthread_cond_wait(&T.cv, &T.mu);
 	pthread_mutex_unlock(&T.mu);
 	if (base)
 		assert_int_equal(*(int *)base, (int)kind);
@@ -917,6 +920,47 @@ static void test_window_does_not_block(void **state)
 	resp_free(&b.r);
 }
 
+/* Every render worker busy: /healthz, /metrics, the index and cmdline still answer. */
+static void test_cheap_requests_never_queue_behind_renders(void **state)
+{
+	struct fx *f = *state;
+	struct bg b[6];
+	pthread_t t[6];
+	struct resp r;
+	static const char *const cheap[] = { "/healthz", "/metrics", "/debug/pprof/",
+					     "/debug/pprof/cmdline" };
+
+	pthread_mutex_lock(&T.mu);
+	T.hold_renders = true;
+	pthread_mutex_unlock(&T.mu);
+	for (int i = 0; i < 6; i++) {
+		b[i] = (struct bg){ .port = f->port, .target = "/debug/pprof/heap" };
+		assert_int_equal(pthread_create(&t[i], NULL, bg_get, &b[i]), 0);
+	}
+	/* the 4 default workers are all inside a render, 2 requests queued */
+	assert_true(wait_count(T.renders, PP_PROFILE_HEAP, 4, 20));
+	for (size_t i = 0; i < ARRAY_SIZE(cheap); i++) {
+		get(f->port, cheap[i], &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	/* ...answered while no render had finished */
+	assert_int_equal(get_count(T.renders, PP_PROFILE_HEAP), 4);
+	for (int i = 0; i < 6; i++)
+		assert_false(__atomic_load_n(&b[i].done, __ATOMIC_SEQ_CST));
+	pthread_mutex_lock(&T.mu);
+	T.hold_renders = false;
+	pthread_cond_broadcast(&T.cv);
+	pthread_mutex_unlock(&T.mu);
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(b[i].got, 0);
+		assert_int_equal(b[i].r.status, 200);
+		resp_free(&b[i].r);
+	}
+	assert_int_equal(get_count(T.renders, PP_PROFILE_HEAP), 6);
+}
+
 static void test_client_disconnect_releases(void **state)
 {
 	static const char *const targets[] = { "/debug/pprof/profile?seconds=10", "/debug/pprof/"
@@ -1186,6 +1230,8 @@ int main(void)
 		cmocka_unit_test(test_stop_during_window),
 		cmocka_unit_test(test_window_longer_than_idle_timeout),
 		cmocka_unit_test(test_token),
+		cmocka_unit_test_setup_teardown(test_cheap_requests_never_queue_behind_renders,
+						setup, teardown),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_listen_addresses),
 	};
