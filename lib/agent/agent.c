@@ -1866,6 +1866,14 @@ static bool src_available(void *ctx, enum pp_profile_kind kind, struct pp_buf *m
 	return ok;
 }
 
+/* The HTTP server refuses connections (called at most once per 10 s per reason). */
+static void src_refused(void *ctx, const char *what, unsigned long total)
+{
+	(void)ctx;
+	pp_warn("http: refusing connections (%s; %lu so far, see podprof_http_refused_total)", what,
+		total);
+}
+
 static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t max)
 {
 	struct source_ctx *sc = ctx;
@@ -1937,6 +1945,7 @@ const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)
 		.healthy = src_healthy,
 		.available = src_available,
 		.collectors = src_collectors,
+		.refused = src_refused,
 	};
 	return &sc->src;
 }

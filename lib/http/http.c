@@ -18,14 +18,15 @@
  *
  * Connection limits: max_connections open at once (a new one then closes
  * the connection that has waited longest for its headers, or is closed at
- * accept when every connection is busy), max_connections_per_client from one address (the next ones are
- * answered 429 as soon as their headers are in; beyond twice the limit they
- * are closed at accept), and a header deadline: a request whose headers are
+ * accept when every connection is busy), max_connections_per_client from
+ * one address (the next ones are answered 429 as soon as their headers are
+ * in; beyond twice the limit they are closed at accept), and a header
+ * deadline: a request whose headers are
  * not complete header_timeout_seconds after its connection opened (or
  * after the idle timeout plus that, for a keep-alive connection's next
  * request) is closed by the timer thread (shutdown(2) on its socket; MHD
  * then closes it). Each refusal is counted per reason in /metrics and
- * logged at most once per 10 s per reason.
+ * reported to src->refused at most once per 10 s per reason.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -442,8 +443,9 @@ static void refuse(struct pp_http_server *s, enum refusal why)
 	if ((last && now - last < REFUSAL_LOG_INTERVAL_NS) ||
 	    !atomic_compare_exchange_strong(&s->refusal_logged[why], &last, now))
 		return;
-	pp_warn("http: refusing connections (%s; %lu so far, see podprof_http_refused_total)",
-		what[why], n);
+	pp_dbg("http: refusing connections (%s; %lu so far)", what[why], n);
+	if (s->src.refused)
+		s->src.refused(s->src.ctx, what[why], n);
 }
 
 /* The polling thread queues what the worker built, on the call after the resume. */

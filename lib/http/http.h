@@ -82,6 +82,13 @@ struct pp_http_source {
 	bool (*available)(void *ctx, enum pp_profile_kind kind, struct pp_buf *msg);
 	/* NULL, or fills up to max collector states for the index page; returns how many. */
 	size_t (*collectors)(void *ctx, struct pp_http_collector *ret, size_t max);
+	/*
+	 * NULL, or told that connections are being refused: what (the limit
+	 * and what the client gets) and how many so far for that reason. At
+	 * most once per 10 s per reason, from the server's I/O or timer thread:
+	 * it must not block. For the caller's log (lib/ logs only at debug).
+	 */
+	void (*refused)(void *ctx, const char *what, unsigned long total);
 };
 
 /*
