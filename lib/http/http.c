@@ -32,7 +32,6 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
