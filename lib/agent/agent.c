@@ -139,7 +139,7 @@ struct pp_agent {
 	struct unw_cache unw[C__COUNT];
 	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests, C_SNAPSHOT cache */
 	struct dump_recent dump_recent[DUMP_RECENT_MAX];
-	uint64_t dump_limited_logged_ns;
+	uint64_t dump_limited_logged_ns, dump_deadline_logged_ns;
 
 	struct tc_entry *tc;
 	size_t n_tc, cap_tc;
@@ -1287,6 +1287,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	};
 	uint64_t pcs[MAX_PCS];
 	size_t out_start = out ? out->len : 0;
+	size_t deadline_hits = 0;
 
 	uint64_t wait = dump_too_soon(a, pids, np, now);
 	if (wait && out &&
@@ -1327,7 +1328,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			if (t->pause_ns > a->snapshot_pause_ns_max)
 				a->snapshot_pause_ns_max = t->pause_ns;
 			if (t->error == -ETIME)
-				a->dump_deadline_threads++;
+				deadline_hits++;
 			if (t->captured)
 				n = unwind(a, C_SNAPSHOT, pids[p], &t->regs, t->stack, t->stack_len,
 					   pcs);
@@ -1354,6 +1355,17 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		pp_threads__free(snaps, ns);
 	}
 	pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
+	if (deadline_hits) {
+		uint64_t total = a->dump_deadline_threads += deadline_hits;
+		if (!a->dump_deadline_logged_ns ||
+		    now - a->dump_deadline_logged_ns >= 60000000000ull) {
+			a->dump_deadline_logged_ns = now;
+			pp_warn("threads: a thread dump reached threads.dump_timeout_ms (%u ms): "
+				"%zu "
+				"threads not stopped (%" PRIu64 " so far)",
+				a->cfg->threads.dump_timeout_ms, deadline_hits, total);
+		}
+	}
 	if (out) {
 		struct source_ctx *sc = source_of_group(a, group);
 		if (sc && out->len >= out_start) {
