@@ -12,6 +12,7 @@ per-client limit (64 by default) never applies to them."""
 import os
 import re
 import socket
+import sys
 import threading
 import time
 
@@ -279,6 +280,50 @@ def test_goroutine_rate_limit():
     pp.stop()
 
 
+MANY_THREADS = """
+import sys, threading, time
+threading.stack_size(65536)
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_dump_deadline():
+    """threads.dump_timeout_ms: 2000 threads cannot all be stopped in 100 ms
+    (each takes /proc reads, a ptrace stop and a stack copy: about 0.6 ms
+    here, tens of microseconds at the very least); the rest are listed
+    untouched, and none is stopped after the first one left out."""
+    wl = Workload([sys.executable, "-c", MANY_THREADS, "2000"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "threads.dump_timeout_ms=100", "--set", "threads.min_interval_ms=0")
+    st, _, body = pp.request("/debug/pprof/goroutine?debug=2", timeout=60)
+    check(st == 200, "debug=2: %d" % st)
+    blocks = [b for b in body.decode(errors="replace").split("\n\n") if b.startswith("thread ")]
+    late = [i for i, b in enumerate(blocks) if "the dump's deadline had passed" in b]
+    log("  %d threads listed, %d left untouched by the 100 ms deadline" %
+        (len(blocks), len(late)))
+    check(len(blocks) >= 2000, "%d threads in the dump" % len(blocks))
+    check(late, "no thread reached the deadline")
+    check(late == list(range(late[0], len(blocks))),
+          "a thread was stopped after the deadline had passed")
+    for i in late[:50]:
+        check("(stopped for 0.0 us)" in blocks[i], "untouched thread was stopped: %s" % blocks[i])
+    m = pp.metrics()
+    check(metric(m, "podprof_thread_dumps_refused_total", reason="deadline") == len(late),
+          "deadline counter %s" % metric(m, "podprof_thread_dumps_refused_total", reason="deadline"))
+    check(re.search(r"reached threads.dump_timeout_ms", pp.log_text()), "no log line")
+    for tid in os.listdir("/proc/%d/task" % wl.pid):
+        try:
+            status = open("/proc/%d/task/%s/status" % (wl.pid, tid)).read()
+        except OSError:
+            continue
+        check("TracerPid:\t0" in status, "thread %s still traced" % tid)
+    check(wl.alive(), "target died")
+    pp.stop()
+
+
 if __name__ == "__main__":
     run([test_slow_client_flood, test_per_client_limit_and_header_deadline,
-         test_full_cap_evicts_slow_headers, test_goroutine_rate_limit])
+         test_full_cap_evicts_slow_headers, test_goroutine_rate_limit, test_dump_deadline])
