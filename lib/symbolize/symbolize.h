@@ -97,10 +97,13 @@ int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr
 			       struct pp_sym_result *ret);
 
 /*
- * Demangle C++ (Itanium, via libstdc++) and legacy Rust names (hash dropped,
- * $..$ escapes decoded); returns a malloc'd string or NULL if not mangled.
- * Rust v0 (_R...) names and names over 4096 bytes are left alone (NULL).
+ * Demangle C++ (Itanium, via libiberty, bounded work) and legacy Rust names
+ * (hash dropped, $..$ escapes decoded); returns a malloc'd string or NULL if
+ * not mangled. Rust v0 (_R...) names, names over 4096 bytes and names whose
+ * demangled form is too long (over PP_DEMANGLE_MAX_OUTPUT, or over 64 KiB
+ * before shortening) are left alone (NULL).
  */
+#define PP_DEMANGLE_MAX_OUTPUT 1024
 char *pp_demangle(const char *name);
 /* A demangled C++ name as go tool pprof shows it: no return type, parameters,
  * template arguments or ABI tags (demangle.c). Returns a new string. */

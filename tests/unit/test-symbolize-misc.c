@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -243,6 +245,93 @@ static void test_perf_map(void **state)
 	pp_symbolizer__free(s);
 }
 
+/*
+ * A name whose substitutions nest: each "S0_I<Sn_><Sn_>E" is b<T, T> of
+ * the previous type T, so its printed size doubles per 11 mangled bytes.
+ * 245 bytes print as ~54 MB of parameter list (and took libstdc++'s
+ * __cxa_demangle seconds and several times that in memory).
+ */
+static char *bomb_name(size_t len)
+{
+	static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	struct pp_buf b = { 0 };
+	assert_int_equal(pp_buf_puts(&b, "_Z1f1a1bIS_S_E"), 0);
+	for (unsigned i = 2; b.len < len; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "S%c_", digits[i - 1]);
+		assert_true(i - 1 < 36);
+		assert_int_equal(pp_buf_puts(&b, "S0_I"), 0);
+		assert_int_equal(pp_buf_puts(&b, id), 0);
+		assert_int_equal(pp_buf_puts(&b, id), 0);
+		assert_int_equal(pp_buf_puts(&b, "E"), 0);
+	}
+	assert_int_equal(pp_buf_reserve(&b, 0), 0);
+	b.data[b.len] = '\0';
+	return (char *)b.data;
+}
+
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/*
+ * The issue's JIT map entry: a perf map naming code with an exponentially
+ * expanding mangled name. Resolving it (in a child, whose peak RSS is its
+ * own) must cost a bounded amount: less than 32 MiB of peak RSS growth,
+ * where an unbounded demangle of this name needs over 50 MB for the text
+ * alone; and the name shown is bounded (PP_DEMANGLE_MAX_OUTPUT).
+ */
+static void test_demangle_bomb(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char path[64];
+		alarm(100); /* a hang guard only */
+		_cleanup_free_ char *bomb = bomb_name(245);
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+		FILE *f = fopen(path, "w");
+		if (!f)
+			_exit(10);
+		fprintf(f, "1000 100 %s\n2000 100 _ZN3foo3barEi\n", bomb);
+		fclose(f);
+		struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+		struct pp_sym_result res;
+		long before = maxrss_kb();
+		/* a normal name first: the demangler's own start-up is not the bomb */
+		if (pp_symbolizer__resolve_jit(s, getpid(), 0x2010, &res) != 0)
+			_exit(11);
+		if (strcmp(res.frames[0].function, "foo::bar"))
+			_exit(12);
+		pp_sym_result__free(&res);
+		before = maxrss_kb();
+		int r = pp_symbolizer__resolve_jit(s, getpid(), 0x1010, &res);
+		long grown = maxrss_kb() - before;
+		unlink(path);
+		if (r != 0)
+			_exit(13);
+		size_t n = strlen(res.frames[0].function);
+		fprintf(stderr, "bomb: name %zu bytes \"%.40s\", peak RSS +%ld KiB\n", n,
+			res.frames[0].function, grown);
+		if (n > 4096)
+			_exit(14);
+		if (grown > 16 * 1024)
+			_exit(15);
+		pp_sym_result__free(&res);
+		pp_symbolizer__free(s);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("bomb child: %s %d", WIFEXITED(status) ? "exit" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
 /* Maps path into this process and resolves a few addresses in it. */
 static void resolve_mapped(const char *path, size_t len, size_t off, bool expect_named)
 {
@@ -385,9 +474,10 @@ static void test_anon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_demangle),    cmocka_unit_test(test_cxx_short_name),
-		cmocka_unit_test(test_kallsyms),    cmocka_unit_test(test_perf_map),
-		cmocka_unit_test(test_corrupt_elf), cmocka_unit_test(test_anon),
+		cmocka_unit_test(test_demangle),      cmocka_unit_test(test_cxx_short_name),
+		cmocka_unit_test(test_kallsyms),      cmocka_unit_test(test_perf_map),
+		cmocka_unit_test(test_demangle_bomb), cmocka_unit_test(test_corrupt_elf),
+		cmocka_unit_test(test_anon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
