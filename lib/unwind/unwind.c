@@ -41,6 +41,13 @@
 #define VDSO_MAX (1u << 20)
 #define REBUILD_MIN_NS (100ull * 1000 * 1000)
 #define CFI_CACHE_SIZE 4096 /* power of two */
+/*
+ * libdw loads a file's DWARF (every .debug_* section, compressed ones
+ * decompressed eagerly to the size their header claims) when it looks for
+ * .debug_frame. A file whose debug sections would take more is not given to
+ * libdw: no CFI for it, frame pointers only.
+ */
+#define DEBUG_MEM_MAX ((uint64_t)64 << 20)
 
 struct range {
 	uint64_t start, end; /* [start, end) */
@@ -233,6 +240,54 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 	return fd;
 }
 
+/* Bytes a debug section takes in libdw's memory (see DEBUG_MEM_MAX). */
+static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
+{
+	if (sh->sh_type == SHT_NOBITS)
+		return 0;
+	if (sh->sh_flags & SHF_COMPRESSED) {
+		GElf_Chdr ch;
+		if (sh->sh_size > DEBUG_MEM_MAX || !gelf_getchdr(scn, &ch))
+			return UINT64_MAX;
+		return ch.ch_size;
+	}
+	if (name[1] == 'z') {
+		Elf_Data *d = sh->sh_size > DEBUG_MEM_MAX ? NULL : elf_rawdata(scn, NULL);
+		const uint8_t *b = d ? d->d_buf : NULL;
+		uint64_t v = 0;
+		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
+			return UINT64_MAX;
+		for (int i = 4; i < 12; i++)
+			v = v << 8 | b[i]; /* big-endian */
+		return v;
+	}
+	return sh->sh_size;
+}
+
+static bool debug_fits(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0)
+			continue;
+		uint64_t sz = debug_mem_size(scn, &sh, n);
+		if (sz > DEBUG_MEM_MAX - total)
+			return false;
+		total += sz;
+	}
+	return true;
+}
+
 struct reported {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode, bias;
@@ -263,6 +318,8 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 		GElf_Ehdr ehdr;
 		if (gelf_getehdr(elf, &ehdr) && ehdr.e_machine == EM_X86_64)
 			r = elf_bias(elf, m, &bias);
+		if (r == 0 && !debug_fits(elf))
+			r = -EFBIG;
 	}
 	if (elf)
 		elf_end(elf);

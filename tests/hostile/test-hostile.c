@@ -13,7 +13,8 @@
  *    sleeps, then pp_unwinder__new on it and unwinds from PCs inside the
  *    hostile mapping over a stack full of pointers into it;
  *  - symbolize: pp_symbolizer__resolve at addresses inside that mapping,
- *    which must return a result (a name or the "file+0xoff" fallback).
+ *    which must return a result (a name or the "file+0xoff" fallback);
+ *  - bombs: small files that expand in memory must not (peak RSS growth).
  * Every call must return; a crash or hang names the file.
  *
  * Environment: PP_HOSTILE_ONLY=substring (only matching files),
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -489,6 +491,68 @@ static void test_symbolize_base(void **state)
 	mapped_stop(&m);
 }
 
+/* ---- bombs -------------------------------------------------------------- */
+
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/*
+ * Files that are small but expand (gen-hostile.py's bombs()): a zlib
+ * compressed .debug_info of 512 MiB, a symbol table of 100k entries sharing
+ * one 4000-byte name (400 MB when copied per symbol). Symbolizing them with
+ * the default cache (64 MiB) must grow the worker's peak RSS by less than
+ * BOMB_MAX_GROWTH: the bound is the cache, not the file's claims.
+ */
+#define BOMB_MAX_GROWTH_KB (96 << 10)
+static void bomb_worker(const char *file)
+{
+	struct pp_maps maps = { 0 };
+	uint64_t addrs[MAX_PROBES];
+	struct mapped m;
+	size_t n_addrs, named = 0;
+
+	if (strncmp(base_name(file), "bomb-", 5) != 0)
+		return;
+	if (mapped_start(file, &m) < 0)
+		worker_fail(file, "mapper did not start");
+	n_addrs = probe_addrs(&m, addrs, ARRAY_SIZE(addrs));
+	if (pp_maps__read(m.pid, &maps) < 0)
+		worker_fail(file, "cannot read the mapper's maps");
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	if (!s)
+		worker_fail(file, "pp_symbolizer__new: %s", strerror(errno));
+	long before = maxrss_kb();
+	for (size_t i = 0; i < n_addrs; i++) {
+		const struct pp_map *mp = pp_maps__find(&maps, addrs[i]);
+		struct pp_sym_result res = { 0 };
+
+		if (!mp)
+			worker_fail(file, "mapping of %#lx not in maps", (unsigned long)addrs[i]);
+		if (pp_symbolizer__resolve(s, m.pid, mp, NULL, 0, addrs[i], &res) == 0 &&
+		    res.has_function)
+			named++;
+		pp_sym_result__free(&res);
+	}
+	long grown = maxrss_kb() - before;
+	fprintf(stderr, "%s: %zu of %zu addresses named, peak RSS +%ld KiB\n", base_name(file),
+		named, n_addrs, grown);
+	if (grown > BOMB_MAX_GROWTH_KB)
+		worker_fail(file, "peak RSS grew by %ld KiB", grown);
+	pp_symbolizer__free(s);
+	pp_maps__free(&maps);
+	mapped_stop(&m);
+}
+
+static void test_bombs(void **state)
+{
+	assert_int_equal(for_each_file(bomb_worker, "bombs"), 0);
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static int rm_tree(void)
@@ -550,7 +614,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buildid_expected), cmocka_unit_test(test_buildid),
 		cmocka_unit_test(test_unwind),		 cmocka_unit_test(test_symbolize_base),
-		cmocka_unit_test(test_symbolize),
+		cmocka_unit_test(test_symbolize),	 cmocka_unit_test(test_bombs),
 	};
 
 	if (argc != 5) {
