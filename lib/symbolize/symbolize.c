@@ -42,6 +42,7 @@
 
 #include "sym-internal.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define DEFAULT_CACHE_BYTES ((uint64_t)64 << 20)
@@ -1425,6 +1426,7 @@ struct pp_symbolizer *pp_symbolizer__new(const struct pp_symbolizer_opts *opts)
 	struct pp_symbolizer *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	pp_sigbus_guard_install(); /* files are read (ELF_C_READ); libdw may still map */
 	if (pthread_mutex_init(&s->lock, NULL) != 0) {
 		free(s);
 		errno = ENOMEM;

@@ -34,6 +34,7 @@
 
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define MAX_FILES 1024 /* files reported per process */
@@ -311,7 +312,8 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	if (fd < 0)
 		return fd;
 
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* read, not mapped: the target can truncate the file (libdw maps it: sigbus.h) */
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	uint64_t bias = 0;
 	int r = -EINVAL;
 	if (elf && elf_kind(elf) == ELF_K_ELF) {
@@ -539,6 +541,7 @@ struct pp_unwinder *pp_unwinder__new(pid_t pid, const struct pp_unwinder_opts *o
 		return NULL;
 	}
 	elf_version(EV_CURRENT);
+	pp_sigbus_guard_install(); /* libdw maps the files it is given */
 	u = calloc(1, sizeof(*u));
 	if (!u) {
 		errno = ENOMEM;
