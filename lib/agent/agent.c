@@ -145,6 +145,10 @@ struct pp_agent {
 	/* counters */
 	atomic_uint_fast64_t samples, unwinds, unwinds_complete, unwind_errors, unwind_truncated;
 	atomic_uint_fast64_t heap_events, offcpu_events, attach_errors, discovery_passes;
+	/* /proc reads that failed for podprof's own reasons (EMFILE, ENOMEM...),
+	 * not because the process went away; logged once per episode */
+	atomic_uint_fast64_t target_read_errors;
+	bool target_read_logged;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	uint64_t last_memstats_ns;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
@@ -686,22 +690,60 @@ static void log_memstats(struct pp_agent *a)
 	free(pids);
 }
 
+/* Counts a /proc read that failed for podprof's own reasons; one log line
+ * per episode (until a discovery pass reads everything again). */
+static void target_read_error(struct pp_agent *a, pid_t pid, int err)
+{
+	atomic_fetch_add(&a->target_read_errors, 1);
+	if (a->target_read_logged)
+		return;
+	a->target_read_logged = true;
+	if (pid)
+		pp_warn("discovery: cannot read /proc/%d: %s; targets are kept, such failures "
+			"are counted in podprof_target_read_errors_total",
+			(int)pid, strerror(-err));
+	else
+		pp_warn("discovery: cannot list /proc: %s; targets are kept, such failures are "
+			"counted in podprof_target_read_errors_total",
+			strerror(-err));
+}
+
 static void discover(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
 	size_t n = 0;
 
-	if (pp_proc__list_pids(&pids, &n) < 0)
+	int r = pp_proc__list_pids(&pids, &n);
+	if (r < 0) {
+		target_read_error(a, 0, r);
 		return;
+	}
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < a->n_targets; i++)
 		a->targets[i].seen = false;
 	pthread_mutex_unlock(&a->lock);
 
+	bool read_failed = false;
 	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
 		struct pp_proc_info info = { 0 };
-		if (pp_proc__read_info(pids[i], &info) < 0)
+		r = pp_proc__read_info(pids[i], &info);
+		if (r == -ESRCH || r == -ENOENT)
+			continue; /* gone */
+		if (r < 0) {
+			/*
+			 * EMFILE, ENFILE, ENOMEM: podprof's trouble, not the
+			 * process's. A known target stays (it would be dropped
+			 * and attached again at the next pass otherwise).
+			 */
+			read_failed = true;
+			target_read_error(a, pids[i], r);
+			pthread_mutex_lock(&a->lock);
+			struct target *kt = target_find(a, pids[i]);
+			if (kt)
+				kt->seen = true;
+			pthread_mutex_unlock(&a->lock);
 			continue;
+		}
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, info.pid);
 		if (t && t->start_time != info.start_time) {
@@ -786,6 +828,8 @@ static void discover(struct pp_agent *a)
 		pp_proc_info__free(&info);
 	}
 	free(pids);
+	if (!read_failed)
+		a->target_read_logged = false;
 
 	/* Samples a process took before it exited are stored (and unwound with
 	 * its maps) before it is marked gone: deliver what is queued first. */
@@ -1624,6 +1668,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
 	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);
 	C("attach_errors_total", "Failed attachments to targets.", a->attach_errors);
+	C("target_read_errors_total",
+	  "Reads of /proc that failed for podprof's own reasons (EMFILE, ENOMEM), "
+	  "not because the process exited.",
+	  a->target_read_errors);
 	C("heap_events_total", "Heap events received.", a->heap_events);
 	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
 	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
