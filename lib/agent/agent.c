@@ -1714,6 +1714,12 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		C("heap_stack_read_errors_total", "Heap stack copies that failed.",
 		  hs.stack_read_errors);
 		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
+		C("heap_frees_deferred_total",
+		  "Frees that found the ring buffer full, delivered later from a side table.",
+		  hs.frees_deferred);
+		C("heap_frees_lost_total",
+		  "Frees lost (ring buffer and side table full): their allocations stay live.",
+		  hs.frees_lost);
 		/* Not under a->lock: the heap tracer's lock is taken inside. */
 		pid_t pids[256];
 		size_t np = group_pids(a, -1, pids, ARRAY_SIZE(pids));
