@@ -1608,6 +1608,19 @@ static uint64_t self_rss_kb(void)
 	return ps.vm_rss_kb;
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void put_label(struct pp_buf *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			pp_buf_printf(o, "\\%c", *v);
+		else if (*v == '\n')
+			pp_buf_puts(o, "\\n");
+		else
+			pp_buf_append(o, v, 1);
+	}
+}
+
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
 
 static int src_metrics(void *ctx, struct pp_buf *o)
@@ -1645,11 +1658,13 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
 	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
 		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0)
-			pp_buf_printf(o,
-				      "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"}"
-				      " %" PRIu64 "\n",
-				      a->targets[i].pid, a->targets[i].comm, ps.vm_rss_kb * 1024);
+		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0) {
+			/* the comm is the target's to choose: escaped */
+			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"",
+				      a->targets[i].pid);
+			put_label(o, a->targets[i].comm);
+			pp_buf_printf(o, "\"} %" PRIu64 "\n", ps.vm_rss_kb * 1024);
+		}
 	}
 	pthread_mutex_unlock(&a->lock);
 #define C(name, help, val)                                                     \
@@ -1812,17 +1827,6 @@ static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t ma
 }
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
-static void put_label(struct pp_buf *o, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			pp_buf_printf(o, "\\%c", *v);
-		else if (*v == '\n')
-			pp_buf_puts(o, "\\n");
-		else
-			pp_buf_append(o, v, 1);
-	}
-}
 
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
 {

@@ -7,7 +7,9 @@ its targets, keeps serving, and says what it refused."""
 import os
 import re
 import resource
+import shutil
 import subprocess
+import tempfile
 import time
 
 from harness import Podprof, Workload, check, run
@@ -56,5 +58,66 @@ def test_emfile_is_not_exit():
     check(st == 200, "/healthz %d" % st)
 
 
+# The Prometheus text format (0.0.4), strictly: a sample line is
+# name{label="value",...} value, label values escape only \\, \" and \n.
+SAMPLE_RX = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*'
+                       r'(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+                       r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*,?)?\})?'
+                       r' [-+]?([0-9.eE+-]+|NaN|[+-]?Inf)( -?[0-9]+)?$')
+COMMENT_RX = re.compile(r'^# (HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*|TYPE [a-zA-Z_:][a-zA-Z0-9_:]* '
+                        r'(counter|gauge|histogram|summary|untyped))$')
+
+
+def parse_metrics_strict(text):
+    """Returns {(name, frozenset(labels)): value}; raises on any bad line."""
+    out = {}
+    for n, line in enumerate(text.split("\n")):
+        if line == "":
+            continue
+        if line.startswith("#"):
+            check(COMMENT_RX.match(line), "/metrics line %d: bad comment %r" % (n + 1, line))
+            continue
+        check(SAMPLE_RX.match(line), "/metrics line %d: not a sample: %r" % (n + 1, line))
+        name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0)
+        labels = {}
+        for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"', line):
+            labels[k] = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
+        out[(name, frozenset(labels.items()))] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_hostile_names():
+    """A target whose executable path and comm hold quotes, backslashes and
+    a newline: /metrics stays valid Prometheus text with the comm escaped,
+    and every log line is one line."""
+    d = tempfile.mkdtemp(prefix='pp-h14t-"q\\b\n')
+    name = 'a"b\\c\nd'  # the comm: 8 bytes, within its 15
+    exe = os.path.join(d, name)
+    shutil.copy("/bin/sleep", exe)
+    try:
+        wl = Workload([exe, "120"], wait_line=False)
+        for _ in range(100):  # until the exec is done
+            with open("/proc/%d/comm" % wl.pid) as f:
+                comm = f.read()[:-1]
+            if comm == name:
+                break
+            time.sleep(0.05)
+        check(comm == name, "comm %r" % comm)
+        pp = Podprof("--pid", str(wl.pid))
+        pp.wait_log(r"target: pid %d " % wl.pid, timeout=30)
+        st, _, body = pp.request("/metrics")
+        check(st == 200, "/metrics %d" % st)
+        m = parse_metrics_strict(body.decode())
+        rss = [dict(k[1]) for k in m if k[0] == "podprof_target_resident_memory_bytes"]
+        check(any(l.get("comm") == name for l in rss), "comm label: %r" % rss)
+        ts = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (error|warn |info |debug) ")
+        bad = [l for l in pp.lines if not ts.match(l)]
+        check(not bad, "log lines that are not log entries: %r" % bad[:5])
+        check(any(("(%s)" % name.replace("\n", "\\n")) in l for l in pp.lines),
+              "the target's comm not logged escaped: %r" % pp.lines[-5:])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_emfile_is_not_exit])
+    run([test_emfile_is_not_exit, test_hostile_names])
