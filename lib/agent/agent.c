@@ -1784,6 +1784,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_symbolizer__stats(a->sym, &sy);
 	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
 	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
+	C("perf_map_reloads_deferred_total",
+	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
+	  "second.",
+	  sy.jit_reloads_deferred);
 	collector_metrics(a, o);
 #undef C
 #undef G

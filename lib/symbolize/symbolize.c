@@ -1461,6 +1461,7 @@ void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *r
 	pthread_mutex_lock(&s->lock);
 	*ret = s->st;
 	ret->cache_bytes = s->bytes + pp_ksyms__bytes(s->ksyms) + pp_jitmaps__bytes(s->jit);
+	ret->jit_reloads_deferred = pp_jitmaps__reloads_deferred(s->jit);
 	pthread_mutex_unlock(&s->lock);
 }
 

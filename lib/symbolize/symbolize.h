@@ -111,6 +111,7 @@ char *pp_cxx_short_name(const char *full);
 
 struct pp_symbolizer_stats {
 	uint64_t files_loaded, files_evicted, files_failed, cache_bytes, lookups;
+	uint64_t jit_reloads_deferred; /* changed perf maps not read again yet (rate limit) */
 };
 void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret);
 

@@ -332,6 +332,69 @@ static void test_demangle_bomb(void **state)
 			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
+static uint64_t rchar(void)
+{
+	char *text = NULL;
+	size_t len;
+	uint64_t v = 0;
+	if (pp_read_file("/proc/self/io", 4096, &text, &len) == 0) {
+		const char *p = strstr(text, "rchar: ");
+		if (p)
+			v = strtoull(p + 7, NULL, 10);
+	}
+	free(text);
+	return v;
+}
+
+/*
+ * A JIT that appends to a large perf map all the time while podprof keeps
+ * missing in it: a miss re-reads a changed map, but a few times a second at
+ * most, not on every miss (each re-read costs the whole file). Measured in
+ * bytes read (rchar), against a bound derived from the elapsed time: two
+ * re-reads per second plus four (the limit: three in a row, then one a second).
+ */
+static void test_perf_map_churn(void **state)
+{
+	char path[64];
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	for (unsigned i = 0; i < 100000; i++)
+		fprintf(f, "%x 10 jit_function_number_%u_with_a_long_name_like_real_jits_make\n",
+			0x100000 + i * 0x10, i);
+	fclose(f);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	struct pp_sym_result res;
+	assert_int_equal(pp_symbolizer__resolve_jit(s, getpid(), 0x100005, &res), 0);
+	pp_sym_result__free(&res);
+	uint64_t r0 = rchar(), t0 = pp_now_mono_ns();
+	const unsigned rounds = 40;
+	for (unsigned i = 0; i < rounds; i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "%x 10 appended_%u\n", 0x10000000 + i * 0x10, i);
+		write_file(path, line, "a");
+		/* a miss: just appended code, or an address no line covers */
+		if (pp_symbolizer__resolve_jit(s, getpid(), 0x20000000 + i, &res) == 0)
+			pp_sym_result__free(&res);
+	}
+	double secs = (double)(pp_now_mono_ns() - t0) / 1e9;
+	uint64_t read = rchar() - r0, bound = (uint64_t)((secs * 2 + 4) * (double)st.st_size);
+	print_message("  %u misses on a changing %lld-byte perf map in %.2f s: %" PRIu64
+		      " bytes read (bound %" PRIu64 ")\n",
+		      rounds, (long long)st.st_size, secs, read, bound);
+	assert_true(read <= bound);
+	/* still follows the JIT: a later miss sees the appended code */
+	usleep(1100 * 1000);
+	assert_int_equal(pp_symbolizer__resolve_jit(s, getpid(), 0x10000005, &res), 0);
+	assert_string_equal(res.frames[0].function, "appended_0");
+	pp_sym_result__free(&res);
+	unlink(path);
+	pp_symbolizer__free(s);
+}
+
 /* Maps path into this process and resolves a few addresses in it. */
 static void resolve_mapped(const char *path, size_t len, size_t off, bool expect_named)
 {
@@ -476,8 +539,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_demangle),      cmocka_unit_test(test_cxx_short_name),
 		cmocka_unit_test(test_kallsyms),      cmocka_unit_test(test_perf_map),
-		cmocka_unit_test(test_demangle_bomb), cmocka_unit_test(test_corrupt_elf),
-		cmocka_unit_test(test_anon),
+		cmocka_unit_test(test_demangle_bomb), cmocka_unit_test(test_perf_map_churn),
+		cmocka_unit_test(test_corrupt_elf),   cmocka_unit_test(test_anon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
