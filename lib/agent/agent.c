@@ -23,6 +23,7 @@
 #include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 
 #define MAX_PCS 256
 #define MAX_SERVERS 16
@@ -149,6 +150,8 @@ struct pp_agent {
 	 * not because the process went away; logged once per episode */
 	atomic_uint_fast64_t target_read_errors;
 	bool target_read_logged;
+	/* refusals of hostile target files, logged once each (counted in /metrics) */
+	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	uint64_t last_memstats_ns;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
@@ -708,6 +711,34 @@ static void target_read_error(struct pp_agent *a, pid_t pid, int err)
 			strerror(-err));
 }
 
+/* One log line the first time each kind of hostile-file refusal happens. */
+static void log_refusals(struct pp_agent *a)
+{
+	struct pp_symbolizer_stats sy;
+	uint64_t sb = pp_sigbus_guard_repaired();
+
+	if (sb && !a->logged_sigbus) {
+		a->logged_sigbus = true;
+		pp_warn("a target truncated a file podprof had mapped: the pages past its end read "
+			"as zeros (counted in podprof_sigbus_repaired_total)");
+	}
+	if (!a->sym)
+		return;
+	pp_symbolizer__stats(a->sym, &sy);
+	if (sy.dwarf_refused && !a->logged_dwarf_refused) {
+		a->logged_dwarf_refused = true;
+		pp_warn("symbolize: a file's DWARF would take over half of "
+			"limits.symbol_cache_bytes once decompressed: its symbols only, no inline "
+			"frames or lines (counted in podprof_symbol_dwarf_refused_total)");
+	}
+	if (sy.names_bounded && !a->logged_names_bounded) {
+		a->logged_names_bounded = true;
+		pp_warn("symbolize: a name whose demangled form is over 64 KiB is shown without "
+			"its parameters, or stays mangled (over 1 KiB short, 4 KiB mangled) "
+			"(counted in podprof_symbol_names_bounded_total)");
+	}
+}
+
 static void discover(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
@@ -830,6 +861,7 @@ static void discover(struct pp_agent *a)
 	free(pids);
 	if (!read_failed)
 		a->target_read_logged = false;
+	log_refusals(a);
 
 	/* Samples a process took before it exited are stored (and unwound with
 	 * its maps) before it is marked gone: deliver what is queued first. */
@@ -1784,6 +1816,16 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_symbolizer__stats(a->sym, &sy);
 	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
 	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
+	C("symbol_dwarf_refused_total",
+	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
+	  "headers): symbols only.",
+	  sy.dwarf_refused);
+	C("symbol_names_bounded_total",
+	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
+	  sy.names_bounded);
+	C("sigbus_repaired_total",
+	  "Reads of a target file truncated under podprof, answered with zeros.",
+	  pp_sigbus_guard_repaired());
 	C("perf_map_reloads_deferred_total",
 	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
 	  "second.",

@@ -28,6 +28,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,13 @@ static int cxx_demangle(const char *name, int options, struct sink *k)
 	return r ? 1 : 0;
 }
 
+static _Atomic uint64_t refused;
+
+uint64_t pp_demangle_bounded(void)
+{
+	return refused;
+}
+
 static char *cxx_short(const char *name)
 {
 	struct sink k = { .buf = malloc(DEMANGLE_MAX_WORK + 1) };
@@ -302,13 +310,16 @@ static char *cxx_short(const char *name)
 		return NULL;
 	/* __cxa_demangle's options; then without the parameters */
 	r = cxx_demangle(name, DMGL_PARAMS | DMGL_TYPES, &k);
-	if (r == -E2BIG)
+	if (r == -E2BIG) {
+		refused++;
 		r = cxx_demangle(name, DMGL_TYPES, &k);
+	}
 	if (r == 1) {
 		sh = pp_cxx_short_name(k.buf);
 		if (sh && strlen(sh) > PP_DEMANGLE_MAX_OUTPUT) {
 			free(sh);
 			sh = NULL;
+			refused++;
 		}
 	}
 	free(k.buf);
@@ -317,8 +328,13 @@ static char *cxx_short(const char *name)
 
 char *pp_demangle(const char *name)
 {
-	if (!name || strnlen(name, DEMANGLE_MAX_INPUT + 1) > DEMANGLE_MAX_INPUT)
+	if (!name)
 		return NULL;
+	if (strnlen(name, DEMANGLE_MAX_INPUT + 1) > DEMANGLE_MAX_INPUT) {
+		if (strncmp(name, "_Z", 2) == 0)
+			refused++;
+		return NULL;
+	}
 	if (strncmp(name, "_ZN", 3) == 0) {
 		char *r = rust_legacy(name);
 		if (r)

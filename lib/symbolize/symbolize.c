@@ -103,6 +103,7 @@ struct sym_file {
 	size_t n_keys;
 
 	bool failed;
+	bool dwarf_refused; /* DWARF over the cache budget (or of unknown size): symbols only */
 	uint64_t failed_at;
 
 	struct seg segs[MAX_SEGS];
@@ -1212,6 +1213,8 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 			if (ds)
 				de = dbg, dfd = dbg_fd;
 		}
+		if (de && ds > cache_max / 2)
+			f->dwarf_refused = true;
 		if (de && ds <= cache_max / 2) {
 			Dwarf *dw = dwarf_begin_elf(de, DWARF_C_READ, NULL);
 			if (dw && !dwarf_strings_ok(de)) {
@@ -1401,6 +1404,8 @@ static struct sym_file *cache_get(struct pp_symbolizer *s, pid_t pid, const stru
 		s->st.files_failed++;
 	else
 		s->st.files_loaded++;
+	if (nf->dwarf_refused)
+		s->st.dwarf_refused++;
 	lru_push_front(s, nf);
 	nf->refs = 1;
 	s->n_files++;
@@ -1462,6 +1467,7 @@ void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *r
 	*ret = s->st;
 	ret->cache_bytes = s->bytes + pp_ksyms__bytes(s->ksyms) + pp_jitmaps__bytes(s->jit);
 	ret->jit_reloads_deferred = pp_jitmaps__reloads_deferred(s->jit);
+	ret->names_bounded = pp_demangle_bounded();
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -12,7 +12,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Workload, check, run
+from harness import Podprof, Workload, check, frames, run
+
+JITSPIN = os.environ.get("WL_JITSPIN")
 
 
 def prlimit_nofile(pid, soft, hard):
@@ -119,5 +121,52 @@ def test_hostile_names():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def bomb_name(length):
+    """A mangled name whose substitutions nest: b<T, T> of the previous type
+    T per 11 bytes, so it prints exponentially long (245 bytes: 54 MB)."""
+    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    m, i = "_Z1f1a1bIS_S_E", 2
+    while len(m) < length:
+        sid = "S%s_" % digits[i - 1]
+        m += "S0_I" + sid + sid + "E"
+        i += 1
+    return m
+
+
+def hwm_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
+
+
+def test_jit_demangle_bomb():
+    """The issue's JIT map: code named by an exponentially expanding mangled
+    name (256 bytes). A CPU profile names it with the bounded demangling ("f", without
+    its 100 MB parameter list), podprof's peak RSS grows by less than 64 MiB
+    (the unbounded demangler needed over 100 MB), and the bound is counted
+    and logged once."""
+    check(JITSPIN and os.path.exists(JITSPIN), "WL_JITSPIN not built")
+    wl = Workload([JITSPIN, bomb_name(256)])
+    pp = Podprof("--pid", wl.first_line, "--set", "cpu.frequency_hz=49",
+                 "--set", "discovery.interval_ms=200")
+    pp.wait_log(r"target: pid %s " % wl.first_line, timeout=30)
+    hwm0 = hwm_kb(pp.p.pid)
+    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    names = set()
+    for smp in prof["samples"]:
+        names.update(f for f in frames(prof, smp) if isinstance(f, str))
+    check("f" in names, "the JIT frame is not named \"f\": %r" % sorted(names)[:10])
+    grown = hwm_kb(pp.p.pid) - hwm0
+    check(grown < 64 * 1024, "podprof's peak RSS grew by %d KiB" % grown)
+    m = pp.metrics()
+    check(m.get("podprof_symbol_names_bounded_total", 0) >= 1, "not counted: %r" %
+          {k: v for k, v in m.items() if "symbol" in k})
+    pp.wait_log(r"podprof_symbol_names_bounded_total", timeout=10)
+    pp.profile("/debug/pprof/profile?seconds=1")
+    time.sleep(0.5)
+    check(len([l for l in pp.lines if "podprof_symbol_names_bounded_total" in l]) == 1,
+          "logged more than once")
+    wl.p.terminate()
+
+
 if __name__ == "__main__":
-    run([test_emfile_is_not_exit, test_hostile_names])
+    run([test_emfile_is_not_exit, test_hostile_names, test_jit_demangle_bomb])
