@@ -159,6 +159,13 @@ struct pp_agent {
 	struct coll_status coll[COLL__COUNT];
 	struct pp_refusal_env renv;
 	pid_t infra_pids[16]; /* infrastructure processes already logged as left out */
+	/*
+	 * A pid: entry names one process, pid and start time: the start time of
+	 * the first process it selected, and of the last one it refused because
+	 * the pid was reused (logged once). Indexed like cfg->targets (at most
+	 * 1024 entries, CFG_MAX_TARGETS); under lock.
+	 */
+	uint64_t pid_sel_start[1024], pid_sel_refused[1024];
 	size_t infra_logged;
 	char heap_disabled_reason[160];
 	char offcpu_disabled_reason[160];
@@ -403,9 +410,31 @@ static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 				info->pid, info->comm);
 		return -1;
 	}
-	for (size_t i = 0; i < a->cfg->n_targets; i++)
-		if (pp_selector__match(&a->cfg->targets[i], info) == 1)
-			return (int)i;
+	for (size_t i = 0; i < a->cfg->n_targets; i++) {
+		const struct pp_selector *sel = &a->cfg->targets[i];
+		if (pp_selector__match(sel, info) != 1)
+			continue;
+		if (sel->pid > 0 && i < ARRAY_SIZE(a->pid_sel_start)) {
+			bool reused = false, log = false;
+			pthread_mutex_lock(&a->lock); /* collectors adopt pids too */
+			if (!a->pid_sel_start[i]) {
+				a->pid_sel_start[i] = info->start_time;
+			} else if (a->pid_sel_start[i] != info->start_time) {
+				reused = true;
+				log = a->pid_sel_refused[i] != info->start_time;
+				a->pid_sel_refused[i] = info->start_time;
+			}
+			pthread_mutex_unlock(&a->lock);
+			if (log)
+				pp_info("target: pid %d (%s) left out: pid reused by a new "
+					"process, "
+					"not the one %s selected",
+					info->pid, info->comm, sel->name ? sel->name : "its entry");
+			if (reused)
+				continue;
+		}
+		return (int)i;
+	}
 	return -1;
 }
 

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Workload, check, frames, run
+from harness import Podprof, Skip, Workload, check, frames, run
 
 JITSPIN = os.environ.get("WL_JITSPIN")
 
@@ -168,5 +168,49 @@ def test_jit_demangle_bomb():
     wl.p.terminate()
 
 
+def spawn_with_pid(argv, pid, tries=200):
+    """Starts argv as process `pid` (free again) through ns_last_pid: other
+    processes fork too, so it retries; None when the pid was never had."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        wl = Workload(argv, wait_line=False)
+        if wl.pid == pid:
+            return wl
+        wl.kill()
+    return None
+
+
+def test_pid_reuse():
+    """A process selected by pid exits and a new process gets its pid: it is
+    not the selected process (pid + start time name a process), so podprof
+    must not profile it under the old entry's name."""
+    d = tempfile.mkdtemp(prefix="pp-h14t-")
+    other = os.path.join(d, "reusedproc")
+    shutil.copy("/bin/sleep", other)
+    try:
+        wl = Workload(["sleep", "120"], wait_line=False)
+        pid = wl.pid
+        pp = Podprof("--pid", str(pid), "--set", "discovery.interval_ms=200")
+        pp.wait_log(r"target: pid %d \(sleep\)" % pid, timeout=30)
+        wl.kill()
+        pp.wait_log(r"target: pid %d \(sleep\) exited" % pid, timeout=10)
+        wl2 = spawn_with_pid([other, "120"], pid)
+        if wl2 is None:
+            raise Skip("pid %d not had again" % pid)
+        mark = len(pp.lines)
+        time.sleep(1.5)  # several discovery passes
+        lines = pp.lines[mark:]
+        taken = [l for l in lines if re.search(r"target: pid %d \(reusedproc\)" % pid, l)
+                 and "exited" not in l and "pid reused" not in l]
+        check(not taken, "a new process with the reused pid was taken for the selected one:\n%s"
+              % "\n".join(lines))
+        check(pp.metrics().get("podprof_targets") == 0, "podprof_targets not 0")
+        check(any("pid reused" in l for l in lines), "no log line says the pid was reused:\n%s"
+              % "\n".join(lines))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_emfile_is_not_exit, test_hostile_names, test_jit_demangle_bomb])
+    run([test_emfile_is_not_exit, test_hostile_names, test_jit_demangle_bomb, test_pid_reuse])
