@@ -151,7 +151,7 @@ struct pp_agent {
 	atomic_uint_fast64_t target_read_errors;
 	bool target_read_logged;
 	/* refusals of hostile target files, logged once each (counted in /metrics) */
-	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded;
+	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	uint64_t last_memstats_ns;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
@@ -746,6 +746,12 @@ static void log_refusals(struct pp_agent *a)
 	struct pp_symbolizer_stats sy;
 	uint64_t sb = pp_sigbus_guard_repaired();
 
+	if (pp_unwind_debug_refused() && !a->logged_unwind_refused) {
+		a->logged_unwind_refused = true;
+		pp_warn("unwind: a file's debug sections would take over 64 MiB once decompressed: "
+			"no CFI for it, frame pointers only (counted in "
+			"podprof_unwind_debug_refused_total)");
+	}
 	if (sb && !a->logged_sigbus) {
 		a->logged_sigbus = true;
 		pp_warn("a target truncated a file podprof had mapped: the pages past its end read "
@@ -1852,6 +1858,9 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("symbol_names_bounded_total",
 	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
 	  sy.names_bounded);
+	C("unwind_debug_refused_total",
+	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
+	  pp_unwind_debug_refused());
 	C("sigbus_repaired_total",
 	  "Reads of a target file truncated under podprof, answered with zeros.",
 	  pp_sigbus_guard_repaired());

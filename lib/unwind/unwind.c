@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdatomic.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -241,6 +242,13 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 	return fd;
 }
 
+static _Atomic uint64_t debug_refused;
+
+uint64_t pp_unwind_debug_refused(void)
+{
+	return atomic_load_explicit(&debug_refused, memory_order_relaxed);
+}
+
 /* Bytes a debug section takes in libdw's memory (see DEBUG_MEM_MAX). */
 static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
 {
@@ -320,8 +328,10 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 		GElf_Ehdr ehdr;
 		if (gelf_getehdr(elf, &ehdr) && ehdr.e_machine == EM_X86_64)
 			r = elf_bias(elf, m, &bias);
-		if (r == 0 && !debug_fits(elf))
+		if (r == 0 && !debug_fits(elf)) {
+			atomic_fetch_add_explicit(&debug_refused, 1, memory_order_relaxed);
 			r = -EFBIG;
+		}
 	}
 	if (elf)
 		elf_end(elf);

@@ -371,6 +371,10 @@ static void unwind_worker(const char *file)
 			if (r > 0)
 				worker_fail(file, "unwind returned %d", r);
 		}
+		/* the bomb's debug sections are never given to libdw */
+		if (!fp_only && strcmp(base_name(file), "bomb-zlib-debug-info") == 0 &&
+		    pp_unwind_debug_refused() == 0)
+			worker_fail(file, "a file with 512 MiB of debug data given to libdw");
 		/* sanity: the test must really feed the file to libdw */
 		if (!fp_only && strcmp(base_name(file), "ok-base") == 0 && !fd_open_on(file))
 			worker_fail(file, "the unwinder did not open the mapped file");
