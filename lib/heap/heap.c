@@ -718,8 +718,16 @@ static void drain_lost_frees(struct pp_heap_tracer *t)
 		struct heap_lost_free lf;
 		struct heap_event_hdr h = { .type = HEAP_EV_FREE };
 
-		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &lf) < 0)
+		int r = bpf_map_lookup_and_delete_elem(fd, &keys[i], &lf);
+		if (r == -EINVAL || r == -524 /* ENOTSUPP: hash maps before 5.14 */) {
+			/* not atomic: a FREE racing with an ALLOC at the same
+			 * address may be delivered twice (rare; old kernels only) */
+			if (bpf_map_lookup_elem(fd, &keys[i], &lf) < 0 ||
+			    bpf_map_delete_elem(fd, &keys[i]) < 0)
+				continue;
+		} else if (r < 0) {
 			continue; /* delivered through the ring buffer meanwhile */
+		}
 		h.slot = lf.tag;
 		h.pid = lf.pid;
 		h.tid = lf.tid;
