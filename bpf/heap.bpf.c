@@ -77,6 +77,13 @@ struct {
 } counters SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HEAP_LOST_FREES);
+	__type(key, struct heap_live_key);
+	__type(value, struct heap_lost_free);
+} lost_frees SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, HEAP_CNT_COUNT);
 	__type(key, __u32);
@@ -152,11 +159,28 @@ static __always_inline void on_free(__u32 slot, __u32 tag, __u64 addr)
 	if (!v)
 		return;
 	size = v->size;
-	if (bpf_map_delete_elem(&live, &k))
-		return; /* freed concurrently (double free in the target) */
+	/* ring space first: a FREE that cannot be delivered must not vanish */
 	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
-		count_drop(HEAP_CNT_RINGBUF_DROP);
+		struct heap_lost_free lf = { .tag = tag, .size = size };
+		struct heap_event_hdr ids = {};
+
+		fill_ids(&ids);
+		lf.pid = ids.pid;
+		lf.tid = ids.tid;
+		lf.time_ns = bpf_ktime_get_ns();
+		if (bpf_map_update_elem(&lost_frees, &k, &lf, BPF_ANY) == 0) {
+			if (bpf_map_delete_elem(&live, &k) == 0)
+				count_drop(HEAP_CNT_FREE_DEFERRED);
+			else /* freed concurrently (double free in the target) */
+				bpf_map_delete_elem(&lost_frees, &k);
+		} else {
+			count_drop(HEAP_CNT_FREE_LOST); /* the entry stays: user space knows */
+		}
+		return;
+	}
+	if (bpf_map_delete_elem(&live, &k)) {
+		bpf_ringbuf_discard(e, 0); /* freed concurrently (double free in the target) */
 		return;
 	}
 	e->type = HEAP_EV_FREE;
@@ -184,6 +208,29 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag,
 	int i;
 
 	v.tid = (__u32)bpf_get_current_pid_tgid();
+	/* a FREE of the previous block at this address still pending: it goes
+	 * first, or user space would apply it to this block */
+	struct heap_lost_free *lf = bpf_map_lookup_elem(&lost_frees, &k);
+	if (lf) {
+		struct heap_event_hdr *fe = bpf_ringbuf_reserve(&rb, sizeof(*fe), 0);
+
+		if (!fe) {
+			count_drop(HEAP_CNT_RINGBUF_DROP); /* this ALLOC would not fit either */
+			return;
+		}
+		fe->type = HEAP_EV_FREE;
+		fe->slot = lf->tag;
+		fe->pid = lf->pid;
+		fe->tid = lf->tid;
+		fe->addr = addr;
+		fe->size = lf->size;
+		fe->time_ns = lf->time_ns;
+		/* exactly one of us and user space (lookup_and_delete) delivers it */
+		if (bpf_map_delete_elem(&lost_frees, &k))
+			bpf_ringbuf_discard(fe, 0);
+		else
+			bpf_ringbuf_submit(fe, 0);
+	}
 	if (bpf_map_update_elem(&live, &k, &v, BPF_ANY)) {
 		count_drop(HEAP_CNT_LIVE_FULL);
 		return;

@@ -54,6 +54,8 @@ enum heap_counter {
 	HEAP_CNT_STACK_ERR,
 	HEAP_CNT_NESTED, /* calls skipped as nested inside another allocator call */
 	HEAP_CNT_TSTATE_FULL, /* per-thread state could not be created */
+	HEAP_CNT_FREE_DEFERRED, /* FREE with the ring full: kept in lost_frees for user space */
+	HEAP_CNT_FREE_LOST, /* FREE with the ring and lost_frees full: the allocation stays live */
 	HEAP_CNT_COUNT,
 };
 
@@ -80,6 +82,21 @@ struct heap_live_val {
 	hp_u32 pad;
 };
 _Static_assert(sizeof(struct heap_live_val) == 24, "heap_live_val layout");
+
+/*
+ * A FREE that found the ring buffer full (lost_frees map, keyed like live):
+ * user space reads and deletes these after draining the ring buffer; an
+ * ALLOC at the same key first puts the pending FREE into the ring buffer.
+ */
+#define HEAP_LOST_FREES 4096
+struct heap_lost_free {
+	hp_u32 tag; /* slot | generation << 24 */
+	hp_u32 pid, tid;
+	hp_u32 pad;
+	hp_u64 size;
+	hp_u64 time_ns;
+};
+_Static_assert(sizeof(struct heap_lost_free) == 32, "heap_lost_free layout");
 
 /* Common head of every ring buffer record; a FREE record is only this. */
 struct heap_event_hdr {

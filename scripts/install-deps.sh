@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(
   # build
-  meson ninja-build pkg-config gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev
+  meson ninja-build pkg-config gcc clang llvm bpftool libbpf-dev libelf-dev libdw-dev libiberty-dev
   libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libyaml-dev libmicrohttpd-dev
   # tests
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -488,6 +489,27 @@ static void drop_capabilities(void)
 		pp_info("capabilities: kept %s; dropped the rest", after);
 }
 
+/*
+ * Every target costs file descriptors (perf events, BPF links, the files
+ * its symbols and CFI come from): the soft RLIMIT_NOFILE (often 1024) is
+ * raised to the hard limit before anything is opened.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		pp_warn("cannot raise RLIMIT_NOFILE from %lu: %s", (unsigned long)was,
+			strerror(errno));
+	else
+		pp_dbg("RLIMIT_NOFILE raised from %lu to %lu", (unsigned long)was,
+		       (unsigned long)rl.rlim_max);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
@@ -512,6 +534,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	pp_info("podprof %s starting (config %s)", PODPROF_VERSION, cfg->source);
+	raise_nofile();
 	struct pp_agent_opts ao = { .serve = true, .token = token };
 	struct pp_agent *a = pp_agent__new(cfg, &ao);
 	pp_config__free(cfg);

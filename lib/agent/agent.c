@@ -23,6 +23,7 @@
 #include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 
 #define MAX_PCS 256
 #define MAX_SERVERS 16
@@ -156,6 +157,12 @@ struct pp_agent {
 	/* counters */
 	atomic_uint_fast64_t samples, unwinds, unwinds_complete, unwind_errors, unwind_truncated;
 	atomic_uint_fast64_t heap_events, offcpu_events, attach_errors, discovery_passes;
+	/* /proc reads that failed for podprof's own reasons (EMFILE, ENOMEM...),
+	 * not because the process went away; logged once per episode */
+	atomic_uint_fast64_t target_read_errors;
+	bool target_read_logged;
+	/* refusals of hostile target files, logged once each (counted in /metrics) */
+	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
@@ -164,6 +171,13 @@ struct pp_agent {
 	struct coll_status coll[COLL__COUNT];
 	struct pp_refusal_env renv;
 	pid_t infra_pids[16]; /* infrastructure processes already logged as left out */
+	/*
+	 * A pid: entry names one process, pid and start time: the start time of
+	 * the first process it selected, and of the last one it refused because
+	 * the pid was reused (logged once). Indexed like cfg->targets (at most
+	 * 1024 entries, CFG_MAX_TARGETS); under lock.
+	 */
+	uint64_t pid_sel_start[1024], pid_sel_refused[1024];
 	size_t infra_logged;
 	char heap_disabled_reason[160];
 	char offcpu_disabled_reason[160];
@@ -408,9 +422,31 @@ static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 				info->pid, info->comm);
 		return -1;
 	}
-	for (size_t i = 0; i < a->cfg->n_targets; i++)
-		if (pp_selector__match(&a->cfg->targets[i], info) == 1)
-			return (int)i;
+	for (size_t i = 0; i < a->cfg->n_targets; i++) {
+		const struct pp_selector *sel = &a->cfg->targets[i];
+		if (pp_selector__match(sel, info) != 1)
+			continue;
+		if (sel->pid > 0 && i < ARRAY_SIZE(a->pid_sel_start)) {
+			bool reused = false, log = false;
+			pthread_mutex_lock(&a->lock); /* collectors adopt pids too */
+			if (!a->pid_sel_start[i]) {
+				a->pid_sel_start[i] = info->start_time;
+			} else if (a->pid_sel_start[i] != info->start_time) {
+				reused = true;
+				log = a->pid_sel_refused[i] != info->start_time;
+				a->pid_sel_refused[i] = info->start_time;
+			}
+			pthread_mutex_unlock(&a->lock);
+			if (log)
+				pp_info("target: pid %d (%s) left out: pid reused by a new "
+					"process, "
+					"not the one %s selected",
+					info->pid, info->comm, sel->name ? sel->name : "its entry");
+			if (reused)
+				continue;
+		}
+		return (int)i;
+	}
 	return -1;
 }
 
@@ -698,22 +734,94 @@ static void log_memstats(struct pp_agent *a)
 	free(pids);
 }
 
+/* Counts a /proc read that failed for podprof's own reasons; one log line
+ * per episode (until a discovery pass reads everything again). */
+static void target_read_error(struct pp_agent *a, pid_t pid, int err)
+{
+	atomic_fetch_add(&a->target_read_errors, 1);
+	if (a->target_read_logged)
+		return;
+	a->target_read_logged = true;
+	if (pid)
+		pp_warn("discovery: cannot read /proc/%d: %s; targets are kept, such failures "
+			"are counted in podprof_target_read_errors_total",
+			(int)pid, strerror(-err));
+	else
+		pp_warn("discovery: cannot list /proc: %s; targets are kept, such failures are "
+			"counted in podprof_target_read_errors_total",
+			strerror(-err));
+}
+
+/* One log line the first time each kind of hostile-file refusal happens. */
+static void log_refusals(struct pp_agent *a)
+{
+	struct pp_symbolizer_stats sy;
+	uint64_t sb = pp_sigbus_guard_repaired();
+
+	if (pp_unwind_debug_refused() && !a->logged_unwind_refused) {
+		a->logged_unwind_refused = true;
+		pp_warn("unwind: a file's debug sections would take over 64 MiB once decompressed: "
+			"no CFI for it, frame pointers only (counted in "
+			"podprof_unwind_debug_refused_total)");
+	}
+	if (sb && !a->logged_sigbus) {
+		a->logged_sigbus = true;
+		pp_warn("a target truncated a file podprof had mapped: the pages past its end read "
+			"as zeros (counted in podprof_sigbus_repaired_total)");
+	}
+	if (!a->sym)
+		return;
+	pp_symbolizer__stats(a->sym, &sy);
+	if (sy.dwarf_refused && !a->logged_dwarf_refused) {
+		a->logged_dwarf_refused = true;
+		pp_warn("symbolize: a file's DWARF would take over half of "
+			"limits.symbol_cache_bytes once decompressed: its symbols only, no inline "
+			"frames or lines (counted in podprof_symbol_dwarf_refused_total)");
+	}
+	if (sy.names_bounded && !a->logged_names_bounded) {
+		a->logged_names_bounded = true;
+		pp_warn("symbolize: a name whose demangled form is over 64 KiB is shown without "
+			"its parameters, or stays mangled (over 1 KiB short, 4 KiB mangled) "
+			"(counted in podprof_symbol_names_bounded_total)");
+	}
+}
+
 static void discover(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
 	size_t n = 0;
 
-	if (pp_proc__list_pids(&pids, &n) < 0)
+	int r = pp_proc__list_pids(&pids, &n);
+	if (r < 0) {
+		target_read_error(a, 0, r);
 		return;
+	}
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < a->n_targets; i++)
 		a->targets[i].seen = false;
 	pthread_mutex_unlock(&a->lock);
 
+	bool read_failed = false;
 	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
 		struct pp_proc_info info = { 0 };
-		if (pp_proc__read_info(pids[i], &info) < 0)
+		r = pp_proc__read_info(pids[i], &info);
+		if (r == -ESRCH || r == -ENOENT)
+			continue; /* gone */
+		if (r < 0) {
+			/*
+			 * EMFILE, ENFILE, ENOMEM: podprof's trouble, not the
+			 * process's. A known target stays (it would be dropped
+			 * and attached again at the next pass otherwise).
+			 */
+			read_failed = true;
+			target_read_error(a, pids[i], r);
+			pthread_mutex_lock(&a->lock);
+			struct target *kt = target_find(a, pids[i]);
+			if (kt)
+				kt->seen = true;
+			pthread_mutex_unlock(&a->lock);
 			continue;
+		}
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, info.pid);
 		if (t && t->start_time != info.start_time) {
@@ -798,6 +906,9 @@ static void discover(struct pp_agent *a)
 		pp_proc_info__free(&info);
 	}
 	free(pids);
+	if (!read_failed)
+		a->target_read_logged = false;
+	log_refusals(a);
 
 	/* Samples a process took before it exited are stored (and unwound with
 	 * its maps) before it is marked gone: deliver what is queued first. */
@@ -1693,6 +1804,19 @@ static uint64_t self_rss_kb(void)
 	return ps.vm_rss_kb;
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void put_label(struct pp_buf *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			pp_buf_printf(o, "\\%c", *v);
+		else if (*v == '\n')
+			pp_buf_puts(o, "\\n");
+		else
+			pp_buf_append(o, v, 1);
+	}
+}
+
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
 
 static int src_metrics(void *ctx, struct pp_buf *o)
@@ -1730,11 +1854,13 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
 	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
 		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0)
-			pp_buf_printf(o,
-				      "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"}"
-				      " %" PRIu64 "\n",
-				      a->targets[i].pid, a->targets[i].comm, ps.vm_rss_kb * 1024);
+		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0) {
+			/* the comm is the target's to choose: escaped */
+			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"",
+				      a->targets[i].pid);
+			put_label(o, a->targets[i].comm);
+			pp_buf_printf(o, "\"} %" PRIu64 "\n", ps.vm_rss_kb * 1024);
+		}
 	}
 	pthread_mutex_unlock(&a->lock);
 #define C(name, help, val)                                                     \
@@ -1753,6 +1879,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
 	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);
 	C("attach_errors_total", "Failed attachments to targets.", a->attach_errors);
+	C("target_read_errors_total",
+	  "Reads of /proc that failed for podprof's own reasons (EMFILE, ENOMEM), "
+	  "not because the process exited.",
+	  a->target_read_errors);
 	C("heap_events_total", "Heap events received.", a->heap_events);
 	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
 	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
@@ -1803,6 +1933,12 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		C("heap_stack_read_errors_total", "Heap stack copies that failed.",
 		  hs.stack_read_errors);
 		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
+		C("heap_frees_deferred_total",
+		  "Frees that found the ring buffer full, delivered later from a side table.",
+		  hs.frees_deferred);
+		C("heap_frees_lost_total",
+		  "Frees lost (ring buffer and side table full): their allocations stay live.",
+		  hs.frees_lost);
 		/* Not under a->lock: the heap tracer's lock is taken inside. */
 		pid_t pids[256];
 		size_t np = group_pids(a, -1, pids, ARRAY_SIZE(pids));
@@ -1852,6 +1988,23 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_symbolizer__stats(a->sym, &sy);
 	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
 	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
+	C("symbol_dwarf_refused_total",
+	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
+	  "headers): symbols only.",
+	  sy.dwarf_refused);
+	C("symbol_names_bounded_total",
+	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
+	  sy.names_bounded);
+	C("unwind_debug_refused_total",
+	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
+	  pp_unwind_debug_refused());
+	C("sigbus_repaired_total",
+	  "Reads of a target file truncated under podprof, answered with zeros.",
+	  pp_sigbus_guard_repaired());
+	C("perf_map_reloads_deferred_total",
+	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
+	  "second.",
+	  sy.jit_reloads_deferred);
 	collector_metrics(a, o);
 #undef C
 #undef G
@@ -1903,17 +2056,6 @@ static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t ma
 }
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
-static void put_label(struct pp_buf *o, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			pp_buf_printf(o, "\\%c", *v);
-		else if (*v == '\n')
-			pp_buf_puts(o, "\\n");
-		else
-			pp_buf_append(o, v, 1);
-	}
-}
 
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
 {

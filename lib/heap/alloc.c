@@ -22,6 +22,7 @@
 #include "heap.h"
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 _Static_assert((int)PP_HEAP_NFN == (int)HEAP_FN_COUNT, "function table size");
@@ -109,7 +110,8 @@ static int obj_load(pid_t pid, struct obj *o)
 	o->fd = pp_proc__open_mapped(pid, o->m);
 	if (o->fd < 0)
 		return o->fd;
-	o->elf = elf_begin(o->fd, ELF_C_READ_MMAP, NULL);
+	/* read, not mapped: the target can truncate the file */
+	o->elf = elf_begin(o->fd, ELF_C_READ, NULL);
 	if (!o->elf || elf_kind(o->elf) != ELF_K_ELF || gelf_getclass(o->elf) != ELFCLASS64)
 		return -ENOEXEC;
 	if (elf_getphdrnum(o->elf, &nph) == 0) {
@@ -348,6 +350,8 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 	size_t nobjs = 0, norder = 0, i, j, npre = 0;
 	size_t *order = NULL;
 	char exe[PATH_MAX], link[64], **pre = NULL;
+
+	pp_sigbus_guard_install();
 	ssize_t n;
 	int r;
 

@@ -698,6 +698,46 @@ static void tick(struct pp_heap_tracer *t, uint64_t now)
 	}
 }
 
+/*
+ * FREEs the BPF side could not put in the full ring buffer wait in
+ * lost_frees: delivered after the ring buffer was drained (so after the
+ * ALLOC they free), each taken with lookup_and_delete so that it is
+ * delivered once, here or by an ALLOC at the same address in BPF.
+ */
+static void drain_lost_frees(struct pp_heap_tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.lost_frees);
+	struct heap_live_key keys[256], k, *prev = NULL;
+	size_t n = 0;
+
+	while (n < ARRAY_SIZE(keys) && bpf_map_get_next_key(fd, prev, &k) == 0) {
+		keys[n] = k;
+		prev = &keys[n++];
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct heap_lost_free lf;
+		struct heap_event_hdr h = { .type = HEAP_EV_FREE };
+
+		int r = bpf_map_lookup_and_delete_elem(fd, &keys[i], &lf);
+		if (r == -EINVAL || r == -524 /* ENOTSUPP: hash maps before 5.14 */) {
+			/* not atomic: a FREE racing with an ALLOC at the same
+			 * address may be delivered twice (rare; old kernels only) */
+			if (bpf_map_lookup_elem(fd, &keys[i], &lf) < 0 ||
+			    bpf_map_delete_elem(fd, &keys[i]) < 0)
+				continue;
+		} else if (r < 0) {
+			continue; /* delivered through the ring buffer meanwhile */
+		}
+		h.slot = lf.tag;
+		h.pid = lf.pid;
+		h.tid = lf.tid;
+		h.addr = keys[i].addr;
+		h.size = lf.size;
+		h.time_ns = lf.time_ns;
+		on_record(t, &h, sizeof(h));
+	}
+}
+
 int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 {
 	uint64_t before, now;
@@ -714,6 +754,7 @@ int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 		return r;
 	if (r2 < 0 && r2 != -EINTR)
 		return r2;
+	drain_lost_frees(t);
 	now = pp_now_mono_ns();
 	if (now - t->last_tick_ns >= TICK_NS) {
 		pthread_mutex_lock(&t->lock);
@@ -805,6 +846,8 @@ void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret)
 	ret->stack_read_errors = drop_sum(t, HEAP_CNT_STACK_ERR);
 	ret->attach_errors = t->attach_errors;
 	ret->nested = drop_sum(t, HEAP_CNT_NESTED);
+	ret->frees_deferred = drop_sum(t, HEAP_CNT_FREE_DEFERRED);
+	ret->frees_lost = drop_sum(t, HEAP_CNT_FREE_LOST);
 	for (size_t i = 0; i < HEAP_MAX_PROCS; i++)
 		ret->procs += t->procs[i] != NULL;
 	pthread_mutex_unlock(&t->lock);

@@ -82,6 +82,9 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 
 struct pp_heap_stats {
 	uint64_t events, ringbuf_drops, live_table_full, stack_read_errors, attach_errors, procs;
+	/* FREE events that found the ring buffer full: delivered later through
+	 * a side table, or lost (the table full too; the allocation stays live) */
+	uint64_t frees_deferred, frees_lost;
 	uint64_t nested; /* appended: calls skipped as nested in another allocator call */
 };
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret);

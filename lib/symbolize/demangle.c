@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Demangling: C++ (Itanium ABI) through libstdc++'s __cxa_demangle, Rust
+ * Demangling: C++ (Itanium ABI) through libiberty's cp-demangle (the code
+ * behind libstdc++'s __cxa_demangle) in its streaming form, bounded, Rust
  * legacy names (_ZN...17h<hash>E) by our own decoder, which drops the hash
  * and decodes the $..$ escapes. Rust v0 (_R...) is left mangled.
  *
@@ -13,9 +14,21 @@
  * function whose name equals its system name, and Parca and Pyroscope show
  * the name as sent, so a long name sent by podprof would stay long in every
  * client; overloads and instantiations merge, as they do in go tool pprof.
+ *
+ * Names come from the target (symbol tables, perf maps) and substitutions
+ * make a mangled name's printed size exponential in its length: 245 bytes
+ * print as 54 MB. The demangler writes to a callback through a small
+ * buffer of its own (its work arrays are on the stack), so the callback
+ * counts the output and, past DEMANGLE_MAX_WORK bytes, longjmps out: the
+ * work and the memory are bounded before anything is allocated. A name
+ * over the budget is demangled again without its parameter list (which
+ * the short form drops anyway); if that is over too, it stays mangled.
+ * Short names over PP_DEMANGLE_MAX_OUTPUT stay mangled.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <setjmp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +36,17 @@
 #include "symbolize.h"
 #include "util/util.h"
 
-/* libstdc++ (cp-demangle); declared here to keep this file C. */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+/*
+ * libiberty/demangle.h (libiberty-dev) declares these; its libiberty.h
+ * redefines ARRAY_SIZE, so only what this file uses is declared here.
+ */
+#define DMGL_PARAMS (1 << 0)
+#define DMGL_TYPES (1 << 4)
+extern int cplus_demangle_v3_callback(const char *mangled, int options,
+				      void (*callback)(const char *, size_t, void *), void *opaque);
 
 #define DEMANGLE_MAX_INPUT 4096 /* longer names stay mangled (bounds the demangler's recursion) */
+#define DEMANGLE_MAX_WORK (64 << 10) /* printed bytes one demangling may produce */
 
 static bool is_hex_hash(const char *p, size_t n)
 {
@@ -244,25 +264,84 @@ char *pp_cxx_short_name(const char *full)
 	return out;
 }
 
+struct sink {
+	jmp_buf over;
+	char *buf; /* DEMANGLE_MAX_WORK + 1 bytes */
+	size_t len;
+};
+
+static void sink_put(const char *s, size_t n, void *opaque)
+{
+	struct sink *k = opaque;
+
+	if (n > DEMANGLE_MAX_WORK - k->len)
+		longjmp(k->over, 1); /* nothing on the way out owns heap memory */
+	memcpy(k->buf + k->len, s, n);
+	k->len += n;
+}
+
+/* 1 and the full name in k->buf, 0 not mangled, -E2BIG over the budget. */
+static int cxx_demangle(const char *name, int options, struct sink *k)
+{
+	volatile int r = 0;
+
+	k->len = 0;
+	if (setjmp(k->over))
+		return -E2BIG;
+	r = cplus_demangle_v3_callback(name, options, sink_put, k);
+	k->buf[k->len] = '\0';
+	return r ? 1 : 0;
+}
+
+static _Atomic uint64_t refused;
+
+uint64_t pp_demangle_bounded(void)
+{
+	return refused;
+}
+
+static char *cxx_short(const char *name)
+{
+	struct sink k = { .buf = malloc(DEMANGLE_MAX_WORK + 1) };
+	char *sh = NULL;
+	int r;
+
+	if (!k.buf)
+		return NULL;
+	/* __cxa_demangle's options; then without the parameters */
+	r = cxx_demangle(name, DMGL_PARAMS | DMGL_TYPES, &k);
+	if (r == -E2BIG) {
+		refused++;
+		r = cxx_demangle(name, DMGL_TYPES, &k);
+	}
+	if (r == 1) {
+		sh = pp_cxx_short_name(k.buf);
+		if (sh && strlen(sh) > PP_DEMANGLE_MAX_OUTPUT) {
+			free(sh);
+			sh = NULL;
+			refused++;
+		}
+	}
+	free(k.buf);
+	return sh;
+}
+
 char *pp_demangle(const char *name)
 {
-	if (!name || strnlen(name, DEMANGLE_MAX_INPUT + 1) > DEMANGLE_MAX_INPUT)
+	if (!name)
 		return NULL;
+	if (strnlen(name, DEMANGLE_MAX_INPUT + 1) > DEMANGLE_MAX_INPUT) {
+		if (strncmp(name, "_Z", 2) == 0)
+			refused++;
+		return NULL;
+	}
 	if (strncmp(name, "_ZN", 3) == 0) {
 		char *r = rust_legacy(name);
 		if (r)
 			return r;
 	}
-	if (strncmp(name, "_Z", 2) == 0) {
-		int status = -1;
-		char *r = __cxa_demangle(name, NULL, NULL, &status);
-		if (status == 0 && r) {
-			char *sh = pp_cxx_short_name(r);
-			free(r);
-			return sh;
-		}
-		free(r);
-	}
+	if (strncmp(name, "_Z", 2) == 0)
+		return cxx_short(name);
 	/* Rust v0 (_R...) and everything else: not demangled. */
 	return NULL;
 }

@@ -22,6 +22,14 @@
 #define JIT_MAX_ENTRIES 2000000u
 #define JIT_MAX_MAPS 32u
 #define JIT_STAT_NS (1000000000ull) /* re-stat a perf map at most once a second */
+/*
+ * A changed perf map is read again (the whole file, up to JIT_MAX_BYTES)
+ * at most JIT_RELOAD_BURST times in a row, then once a second: a JIT that
+ * appends all the time while lookups miss would otherwise cost a full
+ * re-read per miss. Skipped reloads are counted (jit_reloads_deferred).
+ */
+#define JIT_RELOAD_BURST 3u
+#define JIT_RELOAD_NS (1000000000ull)
 
 struct ksym {
 	uint64_t addr;
@@ -201,6 +209,8 @@ struct jitmap {
 	off_t size;
 	struct timespec mtime;
 	uint64_t checked_at;
+	unsigned reload_tokens; /* JIT_RELOAD_BURST bucket, one more per JIT_RELOAD_NS */
+	uint64_t tokens_at;
 	bool present;
 	struct jsym *v;
 	size_t n;
@@ -213,6 +223,7 @@ struct pp_jitmaps {
 	struct jitmap m[JIT_MAX_MAPS];
 	size_t n;
 	uint64_t clock;
+	uint64_t reloads_deferred;
 };
 
 static void jitmap_clear(struct jitmap *m)
@@ -229,6 +240,11 @@ void pp_jitmaps__free(struct pp_jitmaps *j)
 	for (size_t i = 0; i < j->n; i++)
 		jitmap_clear(&j->m[i]);
 	free(j);
+}
+
+uint64_t pp_jitmaps__reloads_deferred(const struct pp_jitmaps *j)
+{
+	return j ? j->reloads_deferred : 0;
 }
 
 uint64_t pp_jitmaps__bytes(const struct pp_jitmaps *j)
@@ -361,7 +377,27 @@ static pid_t ns_pid(pid_t pid)
 	return (pid_t)v;
 }
 
-static int jit_refresh(struct jitmap *m, pid_t pid)
+/* May a changed map be read again now? */
+static bool jit_may_reload(struct jitmap *m, uint64_t now)
+{
+	if (!m->present)
+		return true; /* the first load, or the file had gone */
+	if (!m->tokens_at || m->reload_tokens >= JIT_RELOAD_BURST) {
+		if (!m->tokens_at)
+			m->reload_tokens = JIT_RELOAD_BURST;
+		m->tokens_at = now;
+	}
+	uint64_t add = (now - m->tokens_at) / JIT_RELOAD_NS;
+	if (add) {
+		m->reload_tokens =
+			(unsigned)PP_MIN((uint64_t)JIT_RELOAD_BURST, m->reload_tokens + add);
+		m->tokens_at += add * JIT_RELOAD_NS;
+	}
+	return m->reload_tokens > 0;
+}
+
+/* 0 unchanged, 1 read again, -EAGAIN changed but not read again (rate), <0 error. */
+static int jit_refresh(struct jitmap *m, pid_t pid, uint64_t now)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)ns_pid(pid));
@@ -381,6 +417,10 @@ static int jit_refresh(struct jitmap *m, pid_t pid)
 	if (m->present && st.st_dev == m->dev && st.st_ino == m->ino && st.st_size == m->size &&
 	    st.st_mtim.tv_sec == m->mtime.tv_sec && st.st_mtim.tv_nsec == m->mtime.tv_nsec)
 		return 0;
+	if (!jit_may_reload(m, now))
+		return -EAGAIN;
+	if (m->present && m->reload_tokens > 0)
+		m->reload_tokens--;
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
 	int r = pp_read_fd(fd, JIT_MAX_BYTES, &buf, &len);
@@ -396,7 +436,7 @@ static int jit_refresh(struct jitmap *m, pid_t pid)
 	m->ino = st.st_ino;
 	m->size = st.st_size;
 	m->mtime = st.st_mtim;
-	return 0;
+	return 1;
 }
 
 static const struct jsym *jit_lookup(const struct jitmap *m, uint64_t addr)
@@ -448,17 +488,22 @@ int pp_jitmaps__resolve(struct pp_jitmaps **jp, pid_t pid, uint64_t addr, struct
 	uint64_t now = pp_now_mono_ns();
 	bool refreshed = false;
 	if (!m->checked_at || now - m->checked_at >= JIT_STAT_NS || !m->present) {
-		int r = jit_refresh(m, pid);
+		int r = jit_refresh(m, pid, now);
 		m->checked_at = now;
 		refreshed = true;
-		if (r < 0)
+		if (r == -EAGAIN)
+			j->reloads_deferred++;
+		else if (r < 0)
 			pp_dbg("symbolize: perf map of pid %d: %s", (int)pid, strerror(-r));
 	}
 	const struct jsym *best = jit_lookup(m, addr);
 	if (!best && !refreshed) {
 		/* new JIT code is usually what a miss means: check the file once more */
-		if (jit_refresh(m, pid) == 0)
+		int r = jit_refresh(m, pid, now);
+		if (r == 1)
 			best = jit_lookup(m, addr);
+		else if (r == -EAGAIN)
+			j->reloads_deferred++;
 		m->checked_at = now;
 	}
 	if (!best)

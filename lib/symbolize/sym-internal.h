@@ -31,5 +31,6 @@ int pp_ksyms__resolve(struct pp_ksyms **k, uint64_t addr, struct pp_sym_result *
 int pp_jitmaps__resolve(struct pp_jitmaps **j, pid_t pid, uint64_t addr, struct pp_sym_result *ret);
 uint64_t pp_ksyms__bytes(const struct pp_ksyms *k);
 uint64_t pp_jitmaps__bytes(const struct pp_jitmaps *j);
+uint64_t pp_jitmaps__reloads_deferred(const struct pp_jitmaps *j);
 
 #endif

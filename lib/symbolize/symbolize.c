@@ -42,6 +42,7 @@
 
 #include "sym-internal.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define DEFAULT_CACHE_BYTES ((uint64_t)64 << 20)
@@ -49,7 +50,9 @@
 #define MAX_SEGS 64u /* PT_LOAD segments kept per file */
 #define MAX_SYMS (8u << 20) /* symbols per file */
 #define MAX_NAMES ((size_t)512 << 20)
+#define NAME_REUSE 1024u /* recently copied names, by st_name */
 #define MAX_INLINE 64u /* frames in one inline chain */
+#define DWARF_COMPRESSED_MAX ((uint64_t)256 << 20) /* a compressed section read for its header */
 #define MAX_CU_RANGES (4u << 20) /* own CU address table when .debug_aranges is missing */
 #define FAILED_RETRY_NS (30ull * 1000000000ull)
 #define DEBUGLINK_CRC_MAX ((uint64_t)4 << 30)
@@ -100,6 +103,7 @@ struct sym_file {
 	size_t n_keys;
 
 	bool failed;
+	bool dwarf_refused; /* DWARF over the cache budget (or of unknown size): symbols only */
 	uint64_t failed_at;
 
 	struct seg segs[MAX_SEGS];
@@ -339,7 +343,35 @@ static Elf_Scn *find_section_type(Elf *elf, Elf64_Word type)
 	return NULL;
 }
 
-/* Bytes of DWARF sections with data (0 = no usable DWARF). */
+/*
+ * Bytes a debug section takes once libdw has it in memory: a compressed
+ * one (SHF_COMPRESSED with its Elf_Chdr, or GNU .zdebug_ with its "ZLIB"
+ * header) is decompressed eagerly by dwarf_begin_elf to the size its
+ * header claims, so that size is what counts, read before anything is
+ * decompressed. UINT64_MAX when unknown (then it is not loaded).
+ */
+static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
+{
+	if (sh->sh_flags & SHF_COMPRESSED) {
+		GElf_Chdr ch;
+		if (sh->sh_size > DWARF_COMPRESSED_MAX || !gelf_getchdr(scn, &ch))
+			return UINT64_MAX;
+		return ch.ch_size;
+	}
+	if (name[1] == 'z') {
+		Elf_Data *d = sh->sh_size > DWARF_COMPRESSED_MAX ? NULL : elf_rawdata(scn, NULL);
+		const uint8_t *b = d ? d->d_buf : NULL;
+		uint64_t v = 0;
+		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
+			return UINT64_MAX;
+		for (int i = 4; i < 12; i++)
+			v = v << 8 | b[i]; /* big-endian */
+		return v;
+	}
+	return sh->sh_size;
+}
+
+/* Bytes of DWARF sections with data in memory (0 = no usable DWARF). */
 static uint64_t dwarf_size(Elf *elf)
 {
 	size_t shstrndx;
@@ -356,9 +388,9 @@ static uint64_t dwarf_size(Elf *elf)
 		if (!n)
 			continue;
 		if (!strncmp(n, ".debug_", 7) || !strncmp(n, ".zdebug_", 8)) {
-			uint64_t sz = sh.sh_size;
-			if ((sh.sh_flags & SHF_COMPRESSED) || n[1] == 'z')
-				sz *= 4; /* decompressed in memory: rough estimate */
+			uint64_t sz = debug_mem_size(scn, &sh, n);
+			if (sz == UINT64_MAX || sz > UINT64_MAX / 2 - total)
+				return UINT64_MAX;
 			total += sz;
 			if (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info"))
 				info = sh.sh_size > 0;
@@ -488,9 +520,24 @@ static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
 		}
 	}
 
+	/*
+	 * Names are copied per symbol: entries sharing one long name (or
+	 * pointing into one at many offsets) would multiply the string table.
+	 * A name already copied for the same st_name is reused, and the copies
+	 * stay within twice the string table (plus 1 MiB for tail-merged
+	 * strings); the symbols past that are dropped.
+	 */
+	GElf_Shdr strsh;
+	Elf_Scn *strscn = elf_getscn(elf, sh.sh_link);
+	uint64_t names_max = MAX_NAMES;
+	if (strscn && gelf_getshdr(strscn, &strsh) && strsh.sh_size < MAX_NAMES / 2 - (1u << 20))
+		names_max = strsh.sh_size * 2 + (1u << 20);
+	uint32_t seen_key[NAME_REUSE], seen_off[NAME_REUSE];
+	memset(seen_key, 0xff, sizeof(seen_key));
+
 	struct sym *v = NULL;
 	size_t nv = 0, cap = 0;
-	struct pp_buf names = { .max = MAX_NAMES };
+	struct pp_buf names = { .max = names_max };
 	int r = 0;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym s;
@@ -520,10 +567,16 @@ static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
 			v = vv;
 			cap = nc;
 		}
-		size_t off = names.len;
-		if (off > UINT32_MAX - nl - 1 || pp_buf_append(&names, name, nl) < 0 ||
-		    pp_buf_append(&names, "", 1) < 0)
-			break; /* name space exhausted */
+		size_t off = names.len, slot = (s.st_name ^ (s.st_name >> 10)) % NAME_REUSE;
+		if (seen_key[slot] == s.st_name && s.st_name != UINT32_MAX) {
+			off = seen_off[slot];
+		} else {
+			if (off > UINT32_MAX - nl - 1 || pp_buf_append(&names, name, nl) < 0 ||
+			    pp_buf_append(&names, "", 1) < 0)
+				break; /* name space exhausted */
+			seen_key[slot] = s.st_name;
+			seen_off[slot] = (uint32_t)off;
+		}
 		uint64_t size = s.st_size;
 		if (size > UINT64_MAX - s.st_value)
 			size = UINT64_MAX - s.st_value;
@@ -1040,7 +1093,7 @@ static struct sym_file *file_new(void)
  * to the DWARF file's directory, then the build-id path), check its build
  * id, and hand it to libdw. Without it the shared parts stay unresolved.
  */
-static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path)
+static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path, uint64_t max)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(f->dw_elf, ".gnu_debugaltlink", &sh);
@@ -1078,7 +1131,10 @@ static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path)
 			if (fd < 0)
 				continue;
 			Elf *e = elf_open(fd);
-			Dwarf *dw = e ? dwarf_begin_elf(e, DWARF_C_READ, NULL) : NULL;
+			/* its DWARF is decompressed and kept too: within the same budget */
+			Dwarf *dw = e && dwarf_size(e) <= max
+					    ? dwarf_begin_elf(e, DWARF_C_READ, NULL)
+					    : NULL;
 			if (dw && !dwarf_strings_ok(e)) {
 				dwarf_end(dw);
 				dw = NULL;
@@ -1157,6 +1213,8 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 			if (ds)
 				de = dbg, dfd = dbg_fd;
 		}
+		if (de && ds > cache_max / 2)
+			f->dwarf_refused = true;
 		if (de && ds <= cache_max / 2) {
 			Dwarf *dw = dwarf_begin_elf(de, DWARF_C_READ, NULL);
 			if (dw && !dwarf_strings_ok(de)) {
@@ -1170,7 +1228,7 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 				f->dw_elf = de;
 				f->dw_fd = dfd;
 				f->bytes += ds;
-				attach_alt(f, pid, de == elf ? path : dbg_path);
+				attach_alt(f, pid, de == elf ? path : dbg_path, cache_max / 2 - ds);
 				if (de == elf)
 					elf = NULL, fd = -1;
 				else
@@ -1346,6 +1404,8 @@ static struct sym_file *cache_get(struct pp_symbolizer *s, pid_t pid, const stru
 		s->st.files_failed++;
 	else
 		s->st.files_loaded++;
+	if (nf->dwarf_refused)
+		s->st.dwarf_refused++;
 	lru_push_front(s, nf);
 	nf->refs = 1;
 	s->n_files++;
@@ -1371,6 +1431,7 @@ struct pp_symbolizer *pp_symbolizer__new(const struct pp_symbolizer_opts *opts)
 	struct pp_symbolizer *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	pp_sigbus_guard_install(); /* files are read (ELF_C_READ); libdw may still map */
 	if (pthread_mutex_init(&s->lock, NULL) != 0) {
 		free(s);
 		errno = ENOMEM;
@@ -1405,6 +1466,8 @@ void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *r
 	pthread_mutex_lock(&s->lock);
 	*ret = s->st;
 	ret->cache_bytes = s->bytes + pp_ksyms__bytes(s->ksyms) + pp_jitmaps__bytes(s->jit);
+	ret->jit_reloads_deferred = pp_jitmaps__reloads_deferred(s->jit);
+	ret->names_bounded = pp_demangle_bounded();
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -97,10 +97,16 @@ int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr
 			       struct pp_sym_result *ret);
 
 /*
- * Demangle C++ (Itanium, via libstdc++) and legacy Rust names (hash dropped,
- * $..$ escapes decoded); returns a malloc'd string or NULL if not mangled.
- * Rust v0 (_R...) names and names over 4096 bytes are left alone (NULL).
+ * Demangle C++ (Itanium, via libiberty, bounded work) and legacy Rust names
+ * (hash dropped, $..$ escapes decoded); returns a malloc'd string or NULL if
+ * not mangled. Rust v0 (_R...) names, names over 4096 bytes and names whose
+ * demangled form is too long (over PP_DEMANGLE_MAX_OUTPUT, or over 64 KiB
+ * before shortening) are left alone (NULL).
  */
+#define PP_DEMANGLE_MAX_OUTPUT 1024
+/* Names that hit those bounds: shown without parameters (over 64 KiB with
+ * them) or left mangled (process-wide count). */
+uint64_t pp_demangle_bounded(void);
 char *pp_demangle(const char *name);
 /* A demangled C++ name as go tool pprof shows it: no return type, parameters,
  * template arguments or ABI tags (demangle.c). Returns a new string. */
@@ -108,6 +114,9 @@ char *pp_cxx_short_name(const char *full);
 
 struct pp_symbolizer_stats {
 	uint64_t files_loaded, files_evicted, files_failed, cache_bytes, lookups;
+	uint64_t jit_reloads_deferred; /* changed perf maps not read again yet (rate limit) */
+	uint64_t dwarf_refused; /* files whose DWARF would take over half the cache: symbols only */
+	uint64_t names_bounded; /* process-wide: names that hit the demangler's bounds */
 };
 void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret);
 

@@ -29,11 +29,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdatomic.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define MAX_FILES 1024 /* files reported per process */
@@ -41,6 +43,13 @@
 #define VDSO_MAX (1u << 20)
 #define REBUILD_MIN_NS (100ull * 1000 * 1000)
 #define CFI_CACHE_SIZE 4096 /* power of two */
+/*
+ * libdw loads a file's DWARF (every .debug_* section, compressed ones
+ * decompressed eagerly to the size their header claims) when it looks for
+ * .debug_frame. A file whose debug sections would take more is not given to
+ * libdw: no CFI for it, frame pointers only.
+ */
+#define DEBUG_MEM_MAX ((uint64_t)64 << 20)
 
 struct range {
 	uint64_t start, end; /* [start, end) */
@@ -233,6 +242,61 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 	return fd;
 }
 
+static _Atomic uint64_t debug_refused;
+
+uint64_t pp_unwind_debug_refused(void)
+{
+	return atomic_load_explicit(&debug_refused, memory_order_relaxed);
+}
+
+/* Bytes a debug section takes in libdw's memory (see DEBUG_MEM_MAX). */
+static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
+{
+	if (sh->sh_type == SHT_NOBITS)
+		return 0;
+	if (sh->sh_flags & SHF_COMPRESSED) {
+		GElf_Chdr ch;
+		if (sh->sh_size > DEBUG_MEM_MAX || !gelf_getchdr(scn, &ch))
+			return UINT64_MAX;
+		return ch.ch_size;
+	}
+	if (name[1] == 'z') {
+		Elf_Data *d = sh->sh_size > DEBUG_MEM_MAX ? NULL : elf_rawdata(scn, NULL);
+		const uint8_t *b = d ? d->d_buf : NULL;
+		uint64_t v = 0;
+		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
+			return UINT64_MAX;
+		for (int i = 4; i < 12; i++)
+			v = v << 8 | b[i]; /* big-endian */
+		return v;
+	}
+	return sh->sh_size;
+}
+
+static bool debug_fits(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0)
+			continue;
+		uint64_t sz = debug_mem_size(scn, &sh, n);
+		if (sz > DEBUG_MEM_MAX - total)
+			return false;
+		total += sz;
+	}
+	return true;
+}
+
 struct reported {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode, bias;
@@ -256,13 +320,18 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	if (fd < 0)
 		return fd;
 
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* read, not mapped: the target can truncate the file (libdw maps it: sigbus.h) */
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	uint64_t bias = 0;
 	int r = -EINVAL;
 	if (elf && elf_kind(elf) == ELF_K_ELF) {
 		GElf_Ehdr ehdr;
 		if (gelf_getehdr(elf, &ehdr) && ehdr.e_machine == EM_X86_64)
 			r = elf_bias(elf, m, &bias);
+		if (r == 0 && !debug_fits(elf)) {
+			atomic_fetch_add_explicit(&debug_refused, 1, memory_order_relaxed);
+			r = -EFBIG;
+		}
 	}
 	if (elf)
 		elf_end(elf);
@@ -482,6 +551,7 @@ struct pp_unwinder *pp_unwinder__new(pid_t pid, const struct pp_unwinder_opts *o
 		return NULL;
 	}
 	elf_version(EV_CURRENT);
+	pp_sigbus_guard_install(); /* libdw maps the files it is given */
 	u = calloc(1, sizeof(*u));
 	if (!u) {
 		errno = ENOMEM;

@@ -55,4 +55,9 @@ int pp_unwinder__unwind(struct pp_unwinder *u, const struct pp_regs *regs, const
 void pp_unwinder__invalidate(struct pp_unwinder *u);
 void pp_unwinder__free(struct pp_unwinder *u);
 
+/* Files not given to libdw because their debug sections would take over
+ * 64 MiB once decompressed (no CFI for them): a process-wide count of
+ * refusals, one per file per unwinder build. */
+uint64_t pp_unwind_debug_refused(void);
+
 #endif

@@ -39,6 +39,19 @@ static void json_escape(FILE *f, const char *s)
 	}
 }
 
+static void text_escape(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '\n')
+			fputs("\\n", f);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\x%02x", c);
+		else
+			fputc(c, f);
+	}
+}
+
 void pp_log(enum pp_log_level level, const char *fmt, ...)
 {
 	char msg[2048];
@@ -64,7 +77,11 @@ void pp_log(enum pp_log_level level, const char *fmt, ...)
 		json_escape(stderr, msg);
 		fputs("\"}\n", stderr);
 	} else {
-		fprintf(stderr, "%s %-5s %s\n", ts, level_names[level], msg);
+		/* one line per entry: targets name their processes, files and
+		 * containers, so control characters in a message are escaped */
+		fprintf(stderr, "%s %-5s ", ts, level_names[level]);
+		text_escape(stderr, msg);
+		fputc('\n', stderr);
 	}
 	fflush(stderr);
 	pthread_mutex_unlock(&g_lock);

@@ -166,8 +166,56 @@ def build_id_note(namesz, descsz, ntype=3, name=b'GNU\0', desc=b'\x42' * 20):
     return struct.pack('<III', namesz, descsz, ntype) + name + desc
 
 
-def generate(base):
+def append(e, payload, align=8):
+    """Appends payload at the end of e's bytes (aligned); returns its offset."""
+    pad = (-len(e.b)) % align
+    e.b.extend(b'\0' * pad)
+    off = len(e.b)
+    e.b.extend(payload)
+    return off
+
+
+def bombs(base):
+    """Small files that expand in memory: checked by test-hostile's
+    test_bombs (peak RSS growth), and run through every other worker."""
     out = {}
+    import zlib
+    # .debug_info as an ELF compressed section (Elf64_Chdr: zlib, 512 MiB
+    # of zeros), ~0.5 MB on disk
+    i = base.find_sec('.debug_info')
+    size = 512 << 20
+    z = zlib.compressobj(9)
+    chunk = b'\0' * (1 << 20)
+    stream = b''.join([z.compress(chunk) for _ in range(size >> 20)] + [z.flush()])
+    e = base.copy()
+    off = append(e, struct.pack('<IIQQ', 1, 0, size, 1) + stream)
+    sh = e.sh(i)
+    e.set_sh(i, sh_offset=off, sh_size=len(stream) + 24, sh_flags=sh['sh_flags'] | SHF_COMPRESSED,
+             sh_addralign=8)
+    out['bomb-zlib-debug-info'] = e.bytes()
+    # a symbol table of 100k functions in .text sharing one 4000-byte name
+    e = base.copy()
+    text = e.find_sec('.text')
+    tsh = e.sh(text)
+    st = e.secs_of_type(SHT_SYMTAB)[0]
+    strtab = e.sh(st)['sh_link']
+    names = b'\0' + b'n' * 4000 + b'\0'
+    soff = append(e, names, 1)
+    e.set_sh(strtab, sh_offset=soff, sh_size=len(names))
+    n = 100000
+    syms = bytearray(24)  # the null symbol
+    for k in range(n):
+        # st_name, st_info (GLOBAL FUNC), st_other, st_shndx, st_value, st_size
+        syms += struct.pack('<IBBHQQ', 1, 0x12, 0, text,
+                            tsh['sh_addr'] + (k % max(1, tsh['sh_size'])), 1)
+    yoff = append(e, bytes(syms))
+    e.set_sh(st, sh_offset=yoff, sh_size=len(syms), sh_info=1)
+    out['bomb-symtab-shared-name'] = e.bytes()
+    return out
+
+
+def generate(base):
+    out = bombs(base)
     n = len(base.b)
 
     out['ok-base'] = base.bytes()

@@ -13,7 +13,9 @@
  *    sleeps, then pp_unwinder__new on it and unwinds from PCs inside the
  *    hostile mapping over a stack full of pointers into it;
  *  - symbolize: pp_symbolizer__resolve at addresses inside that mapping,
- *    which must return a result (a name or the "file+0xoff" fallback).
+ *    which must return a result (a name or the "file+0xoff" fallback);
+ *  - bombs: small files that expand in memory must not (peak RSS growth);
+ *  - truncated: a mapped file truncated under the unwinder and symbolizer.
  * Every call must return; a crash or hang names the file.
  *
  * Environment: PP_HOSTILE_ONLY=substring (only matching files),
@@ -21,6 +23,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +41,7 @@
 
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/sigbus.h"
 #include "symbolize/symbolize.h"
 #include "unwind/unwind.h"
 
@@ -366,6 +371,10 @@ static void unwind_worker(const char *file)
 			if (r > 0)
 				worker_fail(file, "unwind returned %d", r);
 		}
+		/* the bomb's debug sections are never given to libdw */
+		if (!fp_only && strcmp(base_name(file), "bomb-zlib-debug-info") == 0 &&
+		    pp_unwind_debug_refused() == 0)
+			worker_fail(file, "a file with 512 MiB of debug data given to libdw");
 		/* sanity: the test must really feed the file to libdw */
 		if (!fp_only && strcmp(base_name(file), "ok-base") == 0 && !fd_open_on(file))
 			worker_fail(file, "the unwinder did not open the mapped file");
@@ -489,6 +498,160 @@ static void test_symbolize_base(void **state)
 	mapped_stop(&m);
 }
 
+/* ---- a mapped file truncated -------------------------------------------- */
+
+static void unwind_all(struct pp_unwinder *u, const uint64_t *addrs, size_t n_addrs)
+{
+	uint64_t pcs[64], stack[256];
+	const uint64_t sp = 0x7ffd12340000ull;
+
+	for (size_t i = 0; i < n_addrs; i++) {
+		struct pp_regs regs = { 0 };
+		size_t n = 0;
+		unsigned flags = 0;
+
+		for (size_t k = 0; k < ARRAY_SIZE(stack); k++)
+			stack[k] = addrs[(i + k) % n_addrs] + (k & 7);
+		regs.r[PP_REG_IP] = addrs[i];
+		regs.r[PP_REG_SP] = sp;
+		regs.r[PP_REG_BP] = sp + 16;
+		(void)pp_unwinder__unwind(u, &regs, stack, sizeof(stack), pcs, ARRAY_SIZE(pcs), &n,
+					  &flags);
+	}
+}
+
+/*
+ * The target truncates a file it maps while podprof has it open: whatever
+ * podprof (or libelf/libdw for it) mapped of that file now raises SIGBUS
+ * on access. The unwinder (libdw reads .eh_frame through its own mapping)
+ * and the symbolizer must carry on.
+ */
+static void test_truncated(void **state)
+{
+	char path[512];
+	int status;
+
+	snprintf(path, sizeof(path), "%s/truncated-base", tmpdir);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct mapped m;
+		uint64_t addrs[MAX_PROBES];
+		uint8_t *data;
+		size_t size;
+
+		alarm(WORKER_TIMEOUT);
+		if (read_all(base_elf, &data, &size) < 0)
+			worker_fail(path, "cannot read the base");
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+		if (fd < 0 || write(fd, data, size) != (ssize_t)size || close(fd) < 0)
+			worker_fail(path, "cannot write the copy");
+		free(data);
+		if (mapped_start(path, &m) < 0)
+			worker_fail(path, "mapper did not start");
+		size_t n_addrs = probe_addrs(&m, addrs, ARRAY_SIZE(addrs));
+		struct pp_maps maps = { 0 };
+		if (pp_maps__read(m.pid, &maps) < 0)
+			worker_fail(path, "cannot read the mapper's maps");
+		struct pp_unwinder *u = pp_unwinder__new(m.pid, NULL);
+		struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+		if (!u || !s)
+			worker_fail(path, "cannot create an unwinder and a symbolizer");
+		/* the first half before the truncation, the rest after */
+		unwind_all(u, addrs, n_addrs / 2);
+		if (!fd_open_on(path))
+			worker_fail(path, "the unwinder did not open the mapped file");
+		if (truncate(path, 0) < 0)
+			worker_fail(path, "truncate: %s", strerror(errno));
+		unwind_all(u, addrs + n_addrs / 2, n_addrs - n_addrs / 2);
+		for (size_t i = 0; i < n_addrs; i++) {
+			struct pp_sym_result res = { 0 };
+			const struct pp_map *mp = pp_maps__find(&maps, addrs[i]);
+			if (mp &&
+			    pp_symbolizer__resolve(s, m.pid, mp, NULL, 0, addrs[i], &res) == 0)
+				pp_sym_result__free(&res);
+		}
+		/* the test must really have libdw touch the truncated pages */
+		fprintf(stderr, "truncated: %" PRIu64 " faults answered\n",
+			pp_sigbus_guard_repaired());
+		if (pp_sigbus_guard_repaired() == 0)
+			worker_fail(path, "no SIGBUS was raised: the test did not test");
+		pp_unwinder__free(u);
+		pp_symbolizer__free(s);
+		pp_maps__free(&maps);
+		mapped_stop(&m);
+		unlink(path);
+		exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	unlink(path);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("truncated: %s",
+			 WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "worker failed");
+}
+
+/* ---- bombs -------------------------------------------------------------- */
+
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/*
+ * Files that are small but expand (gen-hostile.py's bombs()): a zlib
+ * compressed .debug_info of 512 MiB, a symbol table of 100k entries sharing
+ * one 4000-byte name (400 MB when copied per symbol). Symbolizing them with
+ * the default cache (64 MiB) must grow the worker's peak RSS by less than
+ * BOMB_MAX_GROWTH: the bound is the cache, not the file's claims.
+ */
+#define BOMB_MAX_GROWTH_KB (96 << 10)
+static void bomb_worker(const char *file)
+{
+	struct pp_maps maps = { 0 };
+	uint64_t addrs[MAX_PROBES];
+	struct mapped m;
+	size_t n_addrs, named = 0;
+
+	if (strncmp(base_name(file), "bomb-", 5) != 0)
+		return;
+	if (mapped_start(file, &m) < 0)
+		worker_fail(file, "mapper did not start");
+	n_addrs = probe_addrs(&m, addrs, ARRAY_SIZE(addrs));
+	if (pp_maps__read(m.pid, &maps) < 0)
+		worker_fail(file, "cannot read the mapper's maps");
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	if (!s)
+		worker_fail(file, "pp_symbolizer__new: %s", strerror(errno));
+	long before = maxrss_kb();
+	for (size_t i = 0; i < n_addrs; i++) {
+		const struct pp_map *mp = pp_maps__find(&maps, addrs[i]);
+		struct pp_sym_result res = { 0 };
+
+		if (!mp)
+			worker_fail(file, "mapping of %#lx not in maps", (unsigned long)addrs[i]);
+		if (pp_symbolizer__resolve(s, m.pid, mp, NULL, 0, addrs[i], &res) == 0 &&
+		    res.has_function)
+			named++;
+		pp_sym_result__free(&res);
+	}
+	long grown = maxrss_kb() - before;
+	fprintf(stderr, "%s: %zu of %zu addresses named, peak RSS +%ld KiB\n", base_name(file),
+		named, n_addrs, grown);
+	if (grown > BOMB_MAX_GROWTH_KB)
+		worker_fail(file, "peak RSS grew by %ld KiB", grown);
+	pp_symbolizer__free(s);
+	pp_maps__free(&maps);
+	mapped_stop(&m);
+}
+
+static void test_bombs(void **state)
+{
+	assert_int_equal(for_each_file(bomb_worker, "bombs"), 0);
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static int rm_tree(void)
@@ -550,7 +713,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buildid_expected), cmocka_unit_test(test_buildid),
 		cmocka_unit_test(test_unwind),		 cmocka_unit_test(test_symbolize_base),
-		cmocka_unit_test(test_symbolize),
+		cmocka_unit_test(test_symbolize),	 cmocka_unit_test(test_bombs),
+		cmocka_unit_test(test_truncated),
 	};
 
 	if (argc != 5) {

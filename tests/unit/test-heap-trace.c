@@ -577,6 +577,64 @@ static void test_exit(void **state)
 	free(c);
 }
 
+/*
+ * FREE events while the ring buffer is full: the workload allocates 200
+ * blocks (delivered), fills the buffer (nothing drains it), then frees the
+ * 200 blocks. Each free must reach user space once the buffer drains (or
+ * be counted as lost): no allocation stays live for ever.
+ */
+static void test_free_ring_full(void **state)
+{
+	struct pp_heap_opts o = { .sample_rate = 1,
+				  .max_live = 1u << 18,
+				  .stack_bytes = 16384,
+				  .budget_percent = 100,
+				  .over_budget = PP_HEAP_POLICY_WARN,
+				  .mode = PP_HEAP_MODE_UPROBE };
+	struct ctx *c = calloc(1, sizeof(*c));
+	struct pp_heap_stats hs;
+	struct pp_heap_tracer *t;
+	struct child ch;
+	uint64_t phantoms = 0;
+
+	(void)state;
+	assert_non_null(c);
+	c->ht = calloc(HT_SIZE, sizeof(*c->ht));
+	assert_non_null(c->ht);
+	t = pp_heap_tracer__new(&o, on_event, c);
+	assert_non_null(t);
+	spawn(&ch, wl_glibc, "lostfree");
+	assert_true(child_line(&ch, "waiting", 10000, NULL, 0));
+	c->pid = ch.pid;
+	assert_int_equal(pp_heap_tracer__attach(t, ch.pid), 0);
+	kill(ch.pid, SIGUSR1);
+	/* not drained meanwhile: the ring buffer fills up */
+	assert_true(child_line(&ch, "ready", 120000, NULL, 0));
+	kill(ch.pid, SIGUSR1);
+	assert_true(child_line(&ch, "freed", 60000, NULL, 0));
+	for (int i = 0; i < 400; i++)
+		if (pp_heap_tracer__poll(t, 20) == 0 && i > 20)
+			break;
+	pp_heap_tracer__stats(t, &hs);
+	live_estimate(c, SZ_A, 1, &phantoms);
+	print_message("  allocs %" PRIu64 " frees %" PRIu64 " ring drops %" PRIu64 "\n", c->allocs,
+		      c->frees, hs.ringbuf_drops);
+	print_message("  frees deferred %" PRIu64 " lost %" PRIu64 ", site_a still live %" PRIu64
+		      "\n",
+		      hs.frees_deferred, hs.frees_lost, phantoms);
+	assert_true(hs.ringbuf_drops > 0); /* the test did fill the buffer */
+	assert_true(c->allocs_by_size[0] > 0);
+	assert_true(phantoms <= hs.frees_lost);
+	kill(ch.pid, SIGUSR1);
+	int st;
+	waitpid(ch.pid, &st, 0);
+	cur_child = 0;
+	close(ch.out);
+	pp_heap_tracer__free(t);
+	free(c->ht);
+	free(c);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +645,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_jemalloc, teardown),
 		cmocka_unit_test_teardown(test_musl_static, teardown),
 		cmocka_unit_test_teardown(test_exit, teardown),
+		cmocka_unit_test_teardown(test_free_ring_full, teardown),
 	};
 
 	for (int i = 1; i < argc; i++) {

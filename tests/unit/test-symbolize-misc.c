@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -243,6 +245,156 @@ static void test_perf_map(void **state)
 	pp_symbolizer__free(s);
 }
 
+/*
+ * A name whose substitutions nest: each "S0_I<Sn_><Sn_>E" is b<T, T> of
+ * the previous type T, so its printed size doubles per 11 mangled bytes.
+ * 245 bytes print as ~54 MB of parameter list (and took libstdc++'s
+ * __cxa_demangle seconds and several times that in memory).
+ */
+static char *bomb_name(size_t len)
+{
+	static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	struct pp_buf b = { 0 };
+	assert_int_equal(pp_buf_puts(&b, "_Z1f1a1bIS_S_E"), 0);
+	for (unsigned i = 2; b.len < len; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "S%c_", digits[i - 1]);
+		assert_true(i - 1 < 36);
+		assert_int_equal(pp_buf_puts(&b, "S0_I"), 0);
+		assert_int_equal(pp_buf_puts(&b, id), 0);
+		assert_int_equal(pp_buf_puts(&b, id), 0);
+		assert_int_equal(pp_buf_puts(&b, "E"), 0);
+	}
+	assert_int_equal(pp_buf_reserve(&b, 0), 0);
+	b.data[b.len] = '\0';
+	return (char *)b.data;
+}
+
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/*
+ * The issue's JIT map entry: a perf map naming code with an exponentially
+ * expanding mangled name. Resolving it (in a child, whose peak RSS is its
+ * own) must cost a bounded amount: less than 32 MiB of peak RSS growth,
+ * where an unbounded demangle of this name needs over 50 MB for the text
+ * alone; and the name shown is bounded (PP_DEMANGLE_MAX_OUTPUT).
+ */
+static void test_demangle_bomb(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char path[64];
+		alarm(100); /* a hang guard only */
+		_cleanup_free_ char *bomb = bomb_name(245);
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+		FILE *f = fopen(path, "w");
+		if (!f)
+			_exit(10);
+		fprintf(f, "1000 100 %s\n2000 100 _ZN3foo3barEi\n", bomb);
+		fclose(f);
+		struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+		struct pp_sym_result res;
+		long before = maxrss_kb();
+		/* a normal name first: the demangler's own start-up is not the bomb */
+		if (pp_symbolizer__resolve_jit(s, getpid(), 0x2010, &res) != 0)
+			_exit(11);
+		if (strcmp(res.frames[0].function, "foo::bar"))
+			_exit(12);
+		pp_sym_result__free(&res);
+		before = maxrss_kb();
+		int r = pp_symbolizer__resolve_jit(s, getpid(), 0x1010, &res);
+		long grown = maxrss_kb() - before;
+		unlink(path);
+		if (r != 0)
+			_exit(13);
+		size_t n = strlen(res.frames[0].function);
+		fprintf(stderr, "bomb: name %zu bytes \"%.40s\", peak RSS +%ld KiB\n", n,
+			res.frames[0].function, grown);
+		if (n > 4096)
+			_exit(14);
+		if (grown > 16 * 1024)
+			_exit(15);
+		pp_sym_result__free(&res);
+		pp_symbolizer__free(s);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("bomb child: %s %d", WIFEXITED(status) ? "exit" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+static uint64_t rchar(void)
+{
+	char *text = NULL;
+	size_t len;
+	uint64_t v = 0;
+	if (pp_read_file("/proc/self/io", 4096, &text, &len) == 0) {
+		const char *p = strstr(text, "rchar: ");
+		if (p)
+			v = strtoull(p + 7, NULL, 10);
+	}
+	free(text);
+	return v;
+}
+
+/*
+ * A JIT that appends to a large perf map all the time while podprof keeps
+ * missing in it: a miss re-reads a changed map, but a few times a second at
+ * most, not on every miss (each re-read costs the whole file). Measured in
+ * bytes read (rchar), against a bound derived from the elapsed time: two
+ * re-reads per second plus four (the limit: three in a row, then one a second).
+ */
+static void test_perf_map_churn(void **state)
+{
+	char path[64];
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	for (unsigned i = 0; i < 100000; i++)
+		fprintf(f, "%x 10 jit_function_number_%u_with_a_long_name_like_real_jits_make\n",
+			0x100000 + i * 0x10, i);
+	fclose(f);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	struct pp_symbolizer *s = pp_symbolizer__new(NULL);
+	struct pp_sym_result res;
+	assert_int_equal(pp_symbolizer__resolve_jit(s, getpid(), 0x100005, &res), 0);
+	pp_sym_result__free(&res);
+	uint64_t r0 = rchar(), t0 = pp_now_mono_ns();
+	const unsigned rounds = 40;
+	for (unsigned i = 0; i < rounds; i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "%x 10 appended_%u\n", 0x10000000 + i * 0x10, i);
+		write_file(path, line, "a");
+		/* a miss: just appended code, or an address no line covers */
+		if (pp_symbolizer__resolve_jit(s, getpid(), 0x20000000 + i, &res) == 0)
+			pp_sym_result__free(&res);
+	}
+	double secs = (double)(pp_now_mono_ns() - t0) / 1e9;
+	uint64_t read = rchar() - r0, bound = (uint64_t)((secs * 2 + 4) * (double)st.st_size);
+	print_message("  %u misses on a changing %lld-byte perf map in %.2f s: %" PRIu64
+		      " bytes read (bound %" PRIu64 ")\n",
+		      rounds, (long long)st.st_size, secs, read, bound);
+	assert_true(read <= bound);
+	/* still follows the JIT: a later miss sees the appended code */
+	usleep(1100 * 1000);
+	assert_int_equal(pp_symbolizer__resolve_jit(s, getpid(), 0x10000005, &res), 0);
+	assert_string_equal(res.frames[0].function, "appended_0");
+	pp_sym_result__free(&res);
+	unlink(path);
+	pp_symbolizer__free(s);
+}
+
 /* Maps path into this process and resolves a few addresses in it. */
 static void resolve_mapped(const char *path, size_t len, size_t off, bool expect_named)
 {
@@ -385,9 +537,10 @@ static void test_anon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_demangle),    cmocka_unit_test(test_cxx_short_name),
-		cmocka_unit_test(test_kallsyms),    cmocka_unit_test(test_perf_map),
-		cmocka_unit_test(test_corrupt_elf), cmocka_unit_test(test_anon),
+		cmocka_unit_test(test_demangle),      cmocka_unit_test(test_cxx_short_name),
+		cmocka_unit_test(test_kallsyms),      cmocka_unit_test(test_perf_map),
+		cmocka_unit_test(test_demangle_bomb), cmocka_unit_test(test_perf_map_churn),
+		cmocka_unit_test(test_corrupt_elf),   cmocka_unit_test(test_anon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

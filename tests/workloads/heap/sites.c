@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Heap workload: known amounts at known call sites, for the heap tracer's
- * tests. Usage: sites full|small
+ * tests. Usage: sites full|small|lostfree
+ *
+ * lostfree: the small site_a and the full site_c; after "ready" and the
+ * second SIGUSR1 it frees site_a's blocks, prints "freed" and waits for a
+ * third (a tracer that has not drained its ring buffer sees these frees
+ * while the buffer is full).
  *
  * Protocol on stdout: "waiting <&site_a> <&main>" then it blocks until
  * SIGUSR1 (so a tracer can attach first), allocates, prints "ready", and
@@ -121,6 +126,7 @@ static void wait_usr1(void)
 int main(int argc, char **argv)
 {
 	bool full = argc > 1 && strcmp(argv[1], "full") == 0;
+	bool lostfree = argc > 1 && strcmp(argv[1], "lostfree") == 0;
 	pthread_t th[2];
 	sigset_t set;
 
@@ -130,7 +136,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	n_a = full ? 16777 : 200;
 	n_b = full ? 1048 : 50;
-	n_c = full ? 8260 : 50; /* per thread */
+	n_c = full || lostfree ? 8260 : 50; /* per thread */
 	keep_a = malloc(sizeof(void *) * n_a);
 	keep_b = malloc(sizeof(void *) * n_b);
 	if (!keep_a || !keep_b)
@@ -150,5 +156,12 @@ int main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	wait_usr1();
+	if (lostfree) {
+		for (unsigned i = 0; i < n_a; i++)
+			free(keep_a[i]);
+		printf("freed\n");
+		fflush(stdout);
+		wait_usr1();
+	}
 	return 0;
 }
