@@ -12,6 +12,8 @@
 #define MAX_FRAMES 512
 #define NVALS 4
 #define KERNEL_MAPPING (-2)
+#define KIND_FREE 0xff /* st_stack.kind of a free slot */
+#define GC_INTERVAL_NS 1000000000ull
 
 struct st_mapping {
 	uint64_t start, limit, offset;
@@ -40,7 +42,11 @@ struct st_proc {
 	char *cmdline;
 	size_t cmdline_len;
 	int group;
+	bool used; /* slot holds a process (alive or exited, not yet released) */
 	bool alive;
+	bool release; /* marked by gc() */
+	uint64_t exit_ns; /* monotonic time it was seen gone */
+	uint64_t exit_seq; /* snapshots with seq < exit_seq were taken before the exit */
 	struct pp_maps maps;
 	struct st_bid *bids; /* parallel to maps.v */
 	uint64_t maps_read_ns; /* last refresh on a miss (rate limit) */
@@ -65,14 +71,15 @@ struct st_loc {
 	int32_t mapping; /* index into proc->mappings, -1 none, KERNEL_MAPPING */
 	uint64_t addr; /* adjusted: exact for the leaf, ret-1 for callers */
 	uint64_t pc; /* key: the pc as given */
-	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL */
+	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL; LOC_FREE = free slot */
 	struct st_frame *frames;
 	uint32_t n_frames;
 	bool has_function, has_file, has_line, has_inline;
 };
 
 struct st_stack {
-	uint8_t kind;
+	uint8_t kind; /* KIND_FREE: free slot */
+	uint64_t id; /* stable: never reused, keys snapshot values */
 	uint32_t proc;
 	pid_t tid;
 	uint64_t size;
@@ -100,15 +107,26 @@ struct pp_store {
 	struct pp_symbolizer *sym;
 
 	struct st_proc *procs;
-	size_t n_procs, cap_procs;
+	size_t n_procs, cap_procs; /* slots ever used (some may be free) */
+	size_t procs_held; /* used slots */
 
 	struct st_loc *locs;
 	size_t n_locs, cap_locs;
 	struct idx_table loc_idx;
+	uint32_t *free_locs; /* released slots, reused first */
+	size_t n_free_locs, cap_free_locs;
 
 	struct st_stack *stacks;
 	size_t n_stacks, cap_stacks;
 	struct idx_table stack_idx;
+	uint32_t *free_stacks;
+	size_t n_free_stacks, cap_free_stacks;
+	uint64_t next_stack_id;
+
+	/* Open snapshots (a delta base or a window start), oldest first. */
+	struct pp_store_snapshot *snaps;
+	uint64_t snap_seq;
+	uint64_t last_gc_ns, last_force_gc_ns;
 
 	struct st_live *live;
 	size_t live_cap, n_live;
@@ -116,14 +134,24 @@ struct pp_store {
 	struct pp_store_stats stats;
 };
 
+struct snap_val {
+	uint64_t id;
+	int64_t v[NVALS];
+};
+
 struct pp_store_snapshot {
+	struct pp_store *st;
+	struct pp_store_snapshot *prev, *next;
+	uint64_t seq;
 	enum pp_profile_kind kind;
 	uint64_t time_ns;
 	size_t n;
-	int64_t (*v)[NVALS];
+	struct snap_val *v; /* stacks of kind, sorted by id */
 };
 
 /* ---- small helpers ---- */
+
+static uint8_t stack_kind_for(enum pp_profile_kind k);
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -255,6 +283,10 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		st->opts.max_procs = 4096;
 	if (!st->opts.cpu_period_ns)
 		st->opts.cpu_period_ns = 1000000000ull / 99;
+	if (!st->opts.max_locations)
+		st->opts.max_locations = st->opts.max_stacks * 4 + 4096;
+	if (!st->opts.linger_ns)
+		st->opts.linger_ns = 60000000000ull;
 	st->sym = sym;
 	pthread_mutex_init(&st->lock, NULL);
 	size_t live_cap = 1;
@@ -280,28 +312,37 @@ static void free_frames(struct st_frame *f, size_t n)
 	free(f);
 }
 
+static void proc_free(struct st_proc *p)
+{
+	proc_release_maps(p);
+	for (size_t j = 0; j < p->n_mappings; j++)
+		free(p->mappings[j].file);
+	free(p->mappings);
+	free(p->threads);
+	free(p->names);
+	free(p->exe);
+	free(p->cmdline);
+	memset(p, 0, sizeof(*p));
+}
+
 void pp_store__free(struct pp_store *st)
 {
 	if (!st)
 		return;
-	for (size_t i = 0; i < st->n_procs; i++) {
-		struct st_proc *p = &st->procs[i];
-		proc_release_maps(p);
-		for (size_t j = 0; j < p->n_mappings; j++)
-			free(p->mappings[j].file);
-		free(p->mappings);
-		free(p->threads);
-		free(p->names);
-		free(p->exe);
-		free(p->cmdline);
-	}
+	for (size_t i = 0; i < st->n_procs; i++)
+		proc_free(&st->procs[i]);
 	free(st->procs);
 	for (size_t i = 0; i < st->n_locs; i++)
 		free_frames(st->locs[i].frames, st->locs[i].n_frames);
 	free(st->locs);
+	free(st->free_locs);
 	for (size_t i = 0; i < st->n_stacks; i++)
 		free(st->stacks[i].locs);
 	free(st->stacks);
+	free(st->free_stacks);
+	/* Snapshots still open (a caller bug) are detached, freed by their owner. */
+	for (struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
+		sn->st = NULL;
 	free(st->loc_idx.slots);
 	free(st->stack_idx.slots);
 	free(st->live);
@@ -309,30 +350,173 @@ void pp_store__free(struct pp_store *st)
 	free(st);
 }
 
+/* ---- lifecycle ---- */
+
+static void live_remove_proc(struct pp_store *st, uint32_t idx);
+
+/* The process at idx is gone (exit or pid reuse). Lock held. */
+static void proc_exited(struct pp_store *st, uint32_t idx)
+{
+	struct st_proc *p = &st->procs[idx];
+	p->alive = false;
+	p->exit_ns = pp_now_mono_ns();
+	p->exit_seq = st->snap_seq + 1;
+	proc_release_maps(p);
+	/* Its live allocations are gone with it. */
+	live_remove_proc(st, idx);
+}
+
+static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags);
+
+#define LOC_LEAF 1
+#define LOC_KERNEL 2
+#define LOC_FREE 0x80
+
+static void idx_rebuild_stacks(struct pp_store *st)
+{
+	struct idx_table *t = &st->stack_idx;
+	memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		if (st->stacks[i].kind == KIND_FREE)
+			continue;
+		size_t s = st->stacks[i].hash & (t->cap - 1);
+		while (t->slots[s])
+			s = (s + 1) & (t->cap - 1);
+		t->slots[s] = (uint32_t)i + 1;
+	}
+}
+
+static void idx_rebuild_locs(struct pp_store *st)
+{
+	struct idx_table *t = &st->loc_idx;
+	memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	for (size_t i = 0; i < st->n_locs; i++) {
+		const struct st_loc *l = &st->locs[i];
+		if (l->flags & LOC_FREE)
+			continue;
+		size_t s = loc_hash(l->proc, l->pc, l->flags) & (t->cap - 1);
+		while (t->slots[s])
+			s = (s + 1) & (t->cap - 1);
+		t->slots[s] = (uint32_t)i + 1;
+	}
+}
+
+static void push_free(uint32_t **arr, size_t *n, size_t *cap, uint32_t i)
+{
+	/* On ENOMEM the slot is simply not reused. */
+	if (!grow((void **)arr, cap, *n + 1, sizeof(**arr)))
+		(*arr)[(*n)++] = i;
+}
+
+/*
+ * Release exited processes that no open snapshot taken before their exit
+ * needs and (unless force) that exited at least linger_ns ago: their
+ * stacks, locations, thread names and slot. Lock held.
+ */
+static void gc(struct pp_store *st, uint64_t now, bool force)
+{
+	uint64_t oldest = UINT64_MAX;
+	size_t n = 0;
+
+	st->last_gc_ns = now;
+	for (const struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
+		oldest = PP_MIN(oldest, sn->seq);
+	for (size_t i = 0; i < st->n_procs; i++) {
+		struct st_proc *p = &st->procs[i];
+		if (!p->used || p->alive || oldest < p->exit_seq)
+			continue;
+		if (!force && now - p->exit_ns < st->opts.linger_ns)
+			continue;
+		p->release = true;
+		n++;
+	}
+	if (!n)
+		return;
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		struct st_stack *x = &st->stacks[i];
+		if (x->kind == KIND_FREE || !st->procs[x->proc].release)
+			continue;
+		free(x->locs);
+		memset(x, 0, sizeof(*x));
+		x->kind = KIND_FREE;
+		push_free(&st->free_stacks, &st->n_free_stacks, &st->cap_free_stacks, (uint32_t)i);
+	}
+	for (size_t i = 0; i < st->n_locs; i++) {
+		struct st_loc *l = &st->locs[i];
+		if ((l->flags & LOC_FREE) || !st->procs[l->proc].release)
+			continue;
+		free_frames(l->frames, l->n_frames);
+		memset(l, 0, sizeof(*l));
+		l->flags = LOC_FREE;
+		push_free(&st->free_locs, &st->n_free_locs, &st->cap_free_locs, (uint32_t)i);
+	}
+	for (size_t i = 0; i < st->n_procs; i++) {
+		if (!st->procs[i].release)
+			continue;
+		proc_free(&st->procs[i]);
+		st->procs_held--;
+		st->stats.released_procs++;
+	}
+	idx_rebuild_stacks(st);
+	idx_rebuild_locs(st);
+}
+
+/* Periodic pass from the process paths. Lock held. */
+static void gc_maybe(struct pp_store *st)
+{
+	uint64_t now = pp_now_mono_ns();
+	if (now - st->last_gc_ns >= GC_INTERVAL_NS)
+		gc(st, now, false);
+}
+
+/* A cap is reached: release what no snapshot needs, lingering or not (at
+ * most once a second, the pass walks every stack). Lock held. */
+static void gc_at_cap(struct pp_store *st)
+{
+	uint64_t now = pp_now_mono_ns();
+	if (now - st->last_force_gc_ns >= GC_INTERVAL_NS || !st->last_force_gc_ns) {
+		st->last_force_gc_ns = now;
+		gc(st, now, true);
+	}
+}
+
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
 			     struct pp_maps *maps, int group)
 {
 	int r = 0;
 	pthread_mutex_lock(&st->lock);
-	struct st_proc *p = proc_find(st, info->pid, NULL);
+	uint32_t idx;
+	struct st_proc *p = proc_find(st, info->pid, &idx);
 	if (p && p->start_time != info->start_time) {
-		p->alive = false; /* pid reused */
-		proc_release_maps(p);
+		proc_exited(st, idx); /* pid reused */
 		p = NULL;
 	}
+	gc_maybe(st);
 	if (!p) {
-		if (st->n_procs >= st->opts.max_procs) {
+		if (st->procs_held >= st->opts.max_procs)
+			gc_at_cap(st);
+		if (st->procs_held >= st->opts.max_procs) {
 			st->stats.dropped_procs++;
 			r = -ENOSPC;
 			goto out;
 		}
-		if (grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1,
-			 sizeof(*st->procs))) {
-			r = -ENOMEM;
-			goto out;
+		size_t i;
+		for (i = 0; i < st->n_procs; i++)
+			if (!st->procs[i].used)
+				break;
+		if (i == st->n_procs) {
+			if (st->n_procs >= UINT32_MAX - 1 ||
+			    grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1,
+				 sizeof(*st->procs))) {
+				r = -ENOMEM;
+				goto out;
+			}
+			st->n_procs++;
 		}
-		p = &st->procs[st->n_procs++];
+		p = &st->procs[i];
 		memset(p, 0, sizeof(*p));
+		st->procs_held++;
+		p->used = true;
 		p->pid = info->pid;
 		p->start_time = info->start_time;
 		p->alive = true;
@@ -380,39 +564,16 @@ void pp_store__process_exit(struct pp_store *st, pid_t pid)
 {
 	uint32_t idx;
 	pthread_mutex_lock(&st->lock);
-	struct st_proc *p = proc_find(st, pid, &idx);
-	if (p) {
-		p->alive = false;
-		proc_release_maps(p);
-		/* Its live allocations are gone with it. */
-		for (size_t i = 0; i < st->live_cap; i++) {
-			struct st_live *e = &st->live[i];
-			if (e->proc1 == idx + 1) {
-				struct st_stack *s = &st->stacks[e->stack];
-				s->v[2] -= 1;
-				s->v[3] -= (int64_t)e->size;
-			}
-		}
-		/* Rebuild the table without this process' entries. */
-		struct st_live *old = st->live;
-		struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
-		if (nl) {
-			st->live = nl;
-			st->n_live = 0;
-			for (size_t i = 0; i < st->live_cap; i++) {
-				struct st_live *e = &old[i];
-				if (!e->proc1 || e->proc1 == idx + 1)
-					continue;
-				size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) &
-					   (st->live_cap - 1);
-				while (nl[h].proc1)
-					h = (h + 1) & (st->live_cap - 1);
-				nl[h] = *e;
-				st->n_live++;
-			}
-			free(old);
-		}
-	}
+	if (proc_find(st, pid, &idx))
+		proc_exited(st, idx);
+	gc_maybe(st);
+	pthread_mutex_unlock(&st->lock);
+}
+
+void pp_store__collect(struct pp_store *st)
+{
+	pthread_mutex_lock(&st->lock);
+	gc(st, pp_now_mono_ns(), false);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -550,32 +711,6 @@ static void symbolize_loc(struct pp_store *st, struct st_proc *p, struct st_loc 
 	pp_sym_result__free(&res);
 }
 
-static int table_grow(struct idx_table *t, const void *items, size_t item_size, size_t hash_off,
-		      size_t n_items)
-{
-	if ((n_items + 1) * 2 <= t->cap)
-		return 0;
-	size_t nc = t->cap * 2;
-	uint32_t *ns = calloc(nc, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (size_t i = 0; i < n_items; i++) {
-		uint64_t h;
-		memcpy(&h, (const char *)items + i * item_size + hash_off, sizeof(h));
-		size_t s = h & (nc - 1);
-		while (ns[s])
-			s = (s + 1) & (nc - 1);
-		ns[s] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = ns;
-	t->cap = nc;
-	return 0;
-}
-
-#define LOC_LEAF 1
-#define LOC_KERNEL 2
-
 /* struct st_loc has no stored hash; recompute from its key. */
 static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
 {
@@ -592,19 +727,30 @@ static int loc_table_grow(struct pp_store *st)
 	uint32_t *ns = calloc(nc, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
-	for (size_t i = 0; i < st->n_locs; i++) {
-		size_t s = loc_hash(st->locs[i].proc, st->locs[i].pc, st->locs[i].flags) & (nc - 1);
-		while (ns[s])
-			s = (s + 1) & (nc - 1);
-		ns[s] = (uint32_t)i + 1;
-	}
 	free(t->slots);
 	t->slots = ns;
 	t->cap = nc;
+	idx_rebuild_locs(st);
 	return 0;
 }
 
-/* Returns loc index or -1. leaf: pc is the exact IP (else a return address). */
+static int stack_table_grow(struct pp_store *st)
+{
+	struct idx_table *t = &st->stack_idx;
+	if ((st->n_stacks + 1) * 2 <= t->cap)
+		return 0;
+	size_t nc = t->cap * 2;
+	uint32_t *ns = calloc(nc, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	free(t->slots);
+	t->slots = ns;
+	t->cap = nc;
+	idx_rebuild_stacks(st);
+	return 0;
+}
+
+/* Returns loc index or -ENOSPC (cap) / -ENOMEM. leaf: pc is the exact IP (else a return address). */
 static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool leaf, bool kernel)
 {
 	uint8_t flags = (leaf ? LOC_LEAF : 0) | (kernel ? LOC_KERNEL : 0);
@@ -616,13 +762,20 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 			return st->loc_idx.slots[s] - 1;
 		s = (s + 1) & (st->loc_idx.cap - 1);
 	}
-	size_t max_locs = (size_t)st->opts.max_stacks * 4 + 4096;
-	if (st->n_locs >= max_locs || st->n_locs >= UINT32_MAX - 1)
-		return -1;
-	if (loc_table_grow(st) ||
-	    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
-		return -1;
-	struct st_loc *l = &st->locs[st->n_locs];
+	if (st->n_locs - st->n_free_locs >= st->opts.max_locations)
+		gc_at_cap(st);
+	if (st->n_locs - st->n_free_locs >= st->opts.max_locations)
+		return -ENOSPC;
+	size_t li;
+	if (st->n_free_locs) {
+		li = st->free_locs[--st->n_free_locs];
+	} else {
+		if (st->n_locs >= UINT32_MAX - 1 || loc_table_grow(st) ||
+		    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
+			return -ENOMEM;
+		li = st->n_locs++;
+	}
+	struct st_loc *l = &st->locs[li];
 	memset(l, 0, sizeof(*l));
 	l->proc = pidx;
 	l->pc = pc;
@@ -632,8 +785,8 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 	s = h & (st->loc_idx.cap - 1);
 	while (st->loc_idx.slots[s])
 		s = (s + 1) & (st->loc_idx.cap - 1);
-	st->loc_idx.slots[s] = (uint32_t)st->n_locs + 1;
-	return (int64_t)st->n_locs++;
+	st->loc_idx.slots[s] = (uint32_t)li + 1;
+	return (int64_t)li;
 }
 
 /* ---- stacks ---- */
@@ -658,20 +811,32 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 			return st->stack_idx.slots[s] - 1;
 		s = (s + 1) & (st->stack_idx.cap - 1);
 	}
-	if (st->n_stacks >= st->opts.max_stacks) {
+	if (st->n_stacks - st->n_free_stacks >= st->opts.max_stacks)
+		gc_at_cap(st);
+	if (st->n_stacks - st->n_free_stacks >= st->opts.max_stacks) {
 		st->stats.dropped_stacks++;
 		return -1;
 	}
-	if (table_grow(&st->stack_idx, st->stacks, sizeof(*st->stacks),
-		       offsetof(struct st_stack, hash), st->n_stacks) ||
-	    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks)))
+	uint32_t *copy = malloc((n ? n : 1) * sizeof(*locs));
+	if (!copy)
 		return -1;
-	struct st_stack *x = &st->stacks[st->n_stacks];
+	size_t si;
+	if (st->n_free_stacks) {
+		si = st->free_stacks[--st->n_free_stacks];
+	} else {
+		if (st->n_stacks >= UINT32_MAX - 1 || stack_table_grow(st) ||
+		    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1,
+			 sizeof(*st->stacks))) {
+			free(copy);
+			return -1;
+		}
+		si = st->n_stacks++;
+	}
+	struct st_stack *x = &st->stacks[si];
 	memset(x, 0, sizeof(*x));
-	x->locs = malloc((n ? n : 1) * sizeof(*locs));
-	if (!x->locs)
-		return -1;
+	x->locs = copy;
 	memcpy(x->locs, locs, n * sizeof(*locs));
+	x->id = ++st->next_stack_id;
 	x->kind = kind;
 	x->proc = pidx;
 	x->tid = tid;
@@ -681,8 +846,8 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 	s = h & (st->stack_idx.cap - 1);
 	while (st->stack_idx.slots[s])
 		s = (s + 1) & (st->stack_idx.cap - 1);
-	st->stack_idx.slots[s] = (uint32_t)st->n_stacks + 1;
-	return (int64_t)st->n_stacks++;
+	st->stack_idx.slots[s] = (uint32_t)si + 1;
+	return (int64_t)si;
 }
 
 /* Called with the lock held. Returns the stack index or -1. */
@@ -698,19 +863,26 @@ static int64_t add_stack(struct pp_store *st, uint8_t kind, pid_t pid, pid_t tid
 		return -1;
 	if (tid > 0)
 		tid = thread_name_key(p, tid);
+	/* A stack missing frames would be wrong: without room for a new
+	 * location the sample is dropped (and counted). */
 	for (size_t i = 0; i < nk && nl < MAX_FRAMES; i++) {
 		int64_t l = loc_intern(st, pidx, kpcs[i], i == 0, true);
-		if (l >= 0)
-			locs[nl++] = (uint32_t)l;
+		if (l < 0)
+			goto drop;
+		locs[nl++] = (uint32_t)l;
 	}
 	for (size_t i = 0; i < n && nl < MAX_FRAMES; i++) {
 		if (!pcs[i])
 			continue;
 		int64_t l = loc_intern(st, pidx, pcs[i], i == 0 && nk == 0, false);
-		if (l >= 0)
-			locs[nl++] = (uint32_t)l;
+		if (l < 0)
+			goto drop;
+		locs[nl++] = (uint32_t)l;
 	}
 	return stack_intern(st, kind, pidx, tid, size, locs, nl);
+drop:
+	st->stats.dropped_locations++;
+	return -1;
 }
 
 int pp_store__add_cpu(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
@@ -764,6 +936,48 @@ static void live_delete(struct pp_store *st, struct st_live *e)
 			i = j;
 		}
 	}
+}
+
+static void live_remove_proc(struct pp_store *st, uint32_t idx)
+{
+	bool any = false;
+	for (size_t i = 0; i < st->live_cap; i++) {
+		struct st_live *e = &st->live[i];
+		if (e->proc1 == idx + 1) {
+			struct st_stack *s = &st->stacks[e->stack];
+			s->v[2] -= 1;
+			s->v[3] -= (int64_t)e->size;
+			any = true;
+		}
+	}
+	if (!any)
+		return;
+	/* Rebuild the table without this process' entries. */
+	struct st_live *old = st->live;
+	struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
+	if (!nl) {
+		/* Delete in place (slower, cannot fail). */
+		for (size_t i = 0; i < st->live_cap;) {
+			if (st->live[i].proc1 == idx + 1)
+				live_delete(st, &st->live[i]);
+			else
+				i++;
+		}
+		return;
+	}
+	st->live = nl;
+	st->n_live = 0;
+	for (size_t i = 0; i < st->live_cap; i++) {
+		struct st_live *e = &old[i];
+		if (!e->proc1 || e->proc1 == idx + 1)
+			continue;
+		size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (st->live_cap - 1);
+		while (nl[h].proc1)
+			h = (h + 1) & (st->live_cap - 1);
+		nl[h] = *e;
+		st->n_live++;
+	}
+	free(old);
 }
 
 int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
@@ -888,24 +1102,47 @@ void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind)
 	(void)kind;
 }
 
+static int cmp_snap_id(const void *a, const void *b)
+{
+	const struct snap_val *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind)
 {
 	struct pp_store_snapshot *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	uint8_t sk = stack_kind_for(kind);
 	s->kind = kind;
 	s->time_ns = pp_now_real_ns();
 	pthread_mutex_lock(&st->lock);
-	s->n = st->n_stacks;
-	s->v = calloc(s->n ? s->n : 1, sizeof(*s->v));
+	size_t n = 0;
+	for (size_t i = 0; i < st->n_stacks; i++)
+		n += st->stacks[i].kind == sk;
+	s->v = malloc((n ? n : 1) * sizeof(*s->v));
 	if (!s->v) {
 		pthread_mutex_unlock(&st->lock);
 		free(s);
 		return NULL;
 	}
-	for (size_t i = 0; i < s->n; i++)
-		memcpy(s->v[i], st->stacks[i].v, sizeof(s->v[i]));
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk)
+			continue;
+		s->v[s->n].id = x->id;
+		memcpy(s->v[s->n].v, x->v, sizeof(x->v));
+		s->n++;
+	}
+	s->st = st;
+	s->seq = ++st->snap_seq;
+	s->next = st->snaps;
+	if (st->snaps)
+		st->snaps->prev = s;
+	st->snaps = s;
 	pthread_mutex_unlock(&st->lock);
+	/* Slots are reused: ids are not in slot order. */
+	qsort(s->v, s->n, sizeof(*s->v), cmp_snap_id);
 	return s;
 }
 
@@ -913,6 +1150,17 @@ void pp_store_snapshot__free(struct pp_store_snapshot *snap)
 {
 	if (!snap)
 		return;
+	struct pp_store *st = snap->st;
+	if (st) {
+		pthread_mutex_lock(&st->lock);
+		if (snap->prev)
+			snap->prev->next = snap->next;
+		else
+			st->snaps = snap->next;
+		if (snap->next)
+			snap->next->prev = snap->prev;
+		pthread_mutex_unlock(&st->lock);
+	}
 	free(snap->v);
 	free(snap);
 }
@@ -928,9 +1176,13 @@ static void stack_values(const struct pp_store *st, size_t i, const struct pp_st
 			 int64_t out[NVALS])
 {
 	memcpy(out, st->stacks[i].v, sizeof(int64_t) * NVALS);
-	if (base && i < base->n)
+	if (!base)
+		return;
+	struct snap_val key = { .id = st->stacks[i].id };
+	const struct snap_val *b = bsearch(&key, base->v, base->n, sizeof(*base->v), cmp_snap_id);
+	if (b)
 		for (int k = 0; k < NVALS; k++)
-			out[k] -= base->v[i][k];
+			out[k] -= b->v[k];
 }
 
 static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
@@ -1097,8 +1349,8 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		}
 		for (size_t i = 0; i < st->n_procs; i++) {
 			struct st_proc *p = &st->procs[i];
-			if (!in_group(st, (uint32_t)i, o->group) || p->exe_mapping < 0 ||
-			    !(p->alive || i + 1 == st->n_procs))
+			if (!p->used || !in_group(st, (uint32_t)i, o->group) ||
+			    p->exe_mapping < 0 || !(p->alive || i + 1 == st->n_procs))
 				continue;
 			if (best == SIZE_MAX || (weight && weight[i] > weight[best]))
 				best = i;
@@ -1388,11 +1640,12 @@ void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret)
 {
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
-	ret->stacks = st->n_stacks;
-	ret->locations = st->n_locs;
+	ret->stacks = st->n_stacks - st->n_free_stacks;
+	ret->locations = st->n_locs - st->n_free_locs;
 	ret->procs = 0;
 	for (size_t i = 0; i < st->n_procs; i++)
 		ret->procs += st->procs[i].alive;
+	ret->procs_held = st->procs_held;
 	ret->live_entries = st->n_live;
 	pthread_mutex_unlock(&st->lock);
 }

@@ -8,11 +8,22 @@
  *
  * Locations are symbolized when first seen (while the process and its
  * files still exist), so profiles of processes that have exited still have
- * names. Everything is bounded: distinct stacks (max_stacks), live heap
- * entries (max_live), processes (max_procs); what does not fit is counted
- * as dropped.
+ * names.
  *
- * Thread-safe: one internal lock. Functions return 0 or -errno.
+ * Lifecycle: an exited process (its stacks, locations, thread names; its
+ * live heap entries go at exit) is released once it exited linger_ns ago
+ * and no snapshot taken before its exit is still open. Snapshots key their
+ * values by a stable stack id, so they survive slots being reused. Caps
+ * bound what is held now: distinct stacks (max_stacks), locations
+ * (max_locations), live heap entries (max_live), processes alive or not yet
+ * released (max_procs); at a cap, exited processes no snapshot needs are
+ * released before their linger ends; what still does not fit is counted as
+ * dropped (pp_store_stats).
+ *
+ * Locking: one internal mutex, the store lock. Every function below takes
+ * it (once, not nested, never with another lock of podprof's held inside
+ * it) unless said otherwise; the symbolizer's own locks are taken inside
+ * it where noted. Functions return 0 or -errno.
  */
 #ifndef PODPROF_STORE_H
 #define PODPROF_STORE_H
@@ -33,8 +44,10 @@ struct pp_store_opts {
 	unsigned max_stacks;
 	unsigned max_live;
 	unsigned max_procs;
+	unsigned max_locations; /* 0 = 4 * max_stacks + 4096 */
 	uint64_t heap_sample_rate; /* for scaling heap values */
 	uint64_t cpu_period_ns; /* weight of one CPU sample */
+	uint64_t linger_ns; /* exited processes kept at least this long; 0 = 60 s */
 };
 
 struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbolizer *sym);
@@ -46,8 +59,12 @@ void pp_store__free(struct pp_store *st);
  */
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
 			     struct pp_maps *maps, int group);
-/* The process exited: its live heap entries are dropped (their memory is gone). */
+/* The process exited: its live heap entries are dropped (their memory is
+ * gone); the rest is kept until released (see Lifecycle). */
 void pp_store__process_exit(struct pp_store *st, pid_t pid);
+/* Release what the lifecycle allows now (also done at most once a second
+ * by process_update/process_exit, and at a cap). Store lock. */
+void pp_store__collect(struct pp_store *st);
 /* true if the store knows pid as a live process. */
 bool pp_store__has_process(struct pp_store *st, pid_t pid);
 void pp_store__set_thread_name(struct pp_store *st, pid_t pid, pid_t tid, const char *name);
@@ -78,7 +95,11 @@ int pp_store__gauge_add(struct pp_store *st, enum pp_profile_kind kind, pid_t pi
 			const uint64_t *pcs, size_t n);
 void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind);
 
-/* Snapshot of one kind's counters for windows and deltas. */
+/*
+ * Snapshot of one kind's counters for windows and deltas. While open it
+ * keeps every process that exits after it (and its stacks). Free every
+ * snapshot before the store. Both take the store lock.
+ */
 struct pp_store_snapshot;
 struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind);
 void pp_store_snapshot__free(struct pp_store_snapshot *snap);
@@ -106,8 +127,12 @@ struct pp_store_heap_stats {
 int pp_store__heap_stats(struct pp_store *st, pid_t pid, struct pp_store_heap_stats *ret);
 
 struct pp_store_stats {
-	uint64_t stacks, locations, procs, live_entries;
+	uint64_t stacks, locations, live_entries; /* held now */
+	uint64_t procs; /* alive */
+	uint64_t procs_held; /* alive + exited not yet released */
 	uint64_t dropped_stacks, dropped_live, dropped_procs, unknown_frees;
+	uint64_t dropped_locations; /* samples dropped: max_locations reached */
+	uint64_t released_procs; /* exited processes whose data was released */
 	uint64_t cpu_samples, heap_samples, contention_samples;
 };
 void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret);
