@@ -14,11 +14,16 @@
 #define KERNEL_MAPPING (-2)
 #define KIND_FREE 0xff /* st_stack.kind of a free slot */
 #define GC_INTERVAL_NS 1000000000ull
+#define RENDER_WAIT_NS 2000000000ull
 
 struct st_mapping {
 	uint64_t start, limit, offset;
+	uint32_t prot, dev_major, dev_minor;
+	uint64_t inode;
 	char *file;
 	char build_id[2 * PP_BUILD_ID_MAX + 1];
+	uint8_t bid[PP_BUILD_ID_MAX];
+	size_t bid_len;
 	bool kernel;
 };
 
@@ -72,6 +77,8 @@ struct st_loc {
 	uint64_t addr; /* adjusted: exact for the leaf, ret-1 for callers */
 	uint64_t pc; /* key: the pc as given */
 	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL; LOC_FREE = free slot */
+	bool pending; /* queued for the symbolization worker */
+	uint64_t serial; /* unique per slot use: write-backs check it */
 	struct st_frame *frames;
 	uint32_t n_frames;
 	bool has_function, has_file, has_line, has_inline;
@@ -128,6 +135,15 @@ struct pp_store {
 	uint64_t snap_seq;
 	uint64_t last_gc_ns, last_force_gc_ns;
 
+	/* Symbolization worker: locations queued by loc_prepare. */
+	pthread_t worker;
+	bool worker_started, worker_stop;
+	pthread_cond_t work_cond, done_cond; /* CLOCK_MONOTONIC */
+	uint32_t *pending;
+	size_t n_pending, cap_pending;
+	uint64_t loc_serial;
+	uint64_t enq_count, done_count;
+
 	struct st_live *live;
 	size_t live_cap, n_live;
 
@@ -152,6 +168,7 @@ struct pp_store_snapshot {
 /* ---- small helpers ---- */
 
 static uint8_t stack_kind_for(enum pp_profile_kind k);
+static void *worker_main(void *arg);
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -220,34 +237,60 @@ static int proc_intern_mapping(struct st_proc *p, const struct pp_map *m, const 
 	x->start = m->start;
 	x->limit = m->end;
 	x->offset = m->offset;
+	x->prot = m->prot;
+	x->dev_major = m->dev_major;
+	x->dev_minor = m->dev_minor;
+	x->inode = m->inode;
 	x->file = xstrdup(m->path);
-	if (bid && bid->len)
+	if (bid && bid->len) {
 		pp_buildid__hex(bid->id, bid->len, x->build_id);
+		memcpy(x->bid, bid->id, bid->len);
+		x->bid_len = bid->len;
+	}
 	return (int)p->n_mappings++;
 }
 
+/* The build id of m, read by bids_read before the maps were installed
+ * (no I/O here). */
 static const struct st_bid *proc_build_id(struct st_proc *p, const struct pp_map *m)
 {
 	size_t i = (size_t)(m - p->maps.v);
-	if (!p->bids || i >= p->maps.n)
+	if (!p->bids || i >= p->maps.n || !p->bids[i].tried)
 		return NULL;
-	struct st_bid *b = &p->bids[i];
-	if (!b->tried) {
-		b->tried = true;
-		/* Mappings of one file share the id: reuse one already read. */
-		for (size_t j = 0; j < p->maps.n; j++) {
-			const struct pp_map *o = &p->maps.v[j];
-			if (j != i && p->bids[j].tried && o->inode == m->inode &&
-			    o->dev_major == m->dev_major && o->dev_minor == m->dev_minor) {
-				*b = p->bids[j];
-				return b;
-			}
+	return &p->bids[i];
+}
+
+/*
+ * Build ids of the executable file mappings of maps (one read per file),
+ * parallel to maps->v. File I/O: called without the store lock.
+ */
+static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
+{
+	struct st_bid *b = calloc(maps->n ? maps->n : 1, sizeof(*b));
+	if (!b)
+		return NULL;
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct pp_map *m = &maps->v[i];
+		b[i].tried = true;
+		if (!m->path || m->special || !(m->prot & PP_PROT_X))
+			continue;
+		size_t j;
+		for (j = 0; j < i; j++) {
+			const struct pp_map *o = &maps->v[j];
+			if (o->inode == m->inode && o->dev_major == m->dev_major &&
+			    o->dev_minor == m->dev_minor && o->path && !o->special &&
+			    (o->prot & PP_PROT_X))
+				break;
 		}
-		int fd = pp_proc__open_mapped(p->pid, m);
+		if (j < i) {
+			b[i] = b[j];
+			continue;
+		}
+		int fd = pp_proc__open_mapped(pid, m);
 		if (fd >= 0) {
 			size_t len = 0;
-			if (pp_buildid__from_fd(fd, b->id, &len) == 0)
-				b->len = len;
+			if (pp_buildid__from_fd(fd, b[i].id, &len) == 0)
+				b[i].len = len;
 			close(fd);
 		}
 	}
@@ -289,6 +332,12 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		st->opts.linger_ns = 60000000000ull;
 	st->sym = sym;
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st->work_cond, &ca);
+	pthread_cond_init(&st->done_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	size_t live_cap = 1;
 	while (live_cap < (size_t)st->opts.max_live * 2)
 		live_cap *= 2;
@@ -298,6 +347,15 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		pp_store__free(st);
 		errno = ENOMEM;
 		return NULL;
+	}
+	if (sym) {
+		int r = pthread_create(&st->worker, NULL, worker_main, st);
+		if (r) {
+			pp_store__free(st);
+			errno = r;
+			return NULL;
+		}
+		st->worker_started = true;
 	}
 	return st;
 }
@@ -329,6 +387,16 @@ void pp_store__free(struct pp_store *st)
 {
 	if (!st)
 		return;
+	if (st->worker_started) {
+		pthread_mutex_lock(&st->lock);
+		st->worker_stop = true;
+		pthread_cond_broadcast(&st->work_cond);
+		pthread_mutex_unlock(&st->lock);
+		pthread_join(st->worker, NULL);
+	}
+	free(st->pending);
+	pthread_cond_destroy(&st->work_cond);
+	pthread_cond_destroy(&st->done_cond);
 	for (size_t i = 0; i < st->n_procs; i++)
 		proc_free(&st->procs[i]);
 	free(st->procs);
@@ -484,6 +552,12 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 			     struct pp_maps *maps, int group)
 {
 	int r = 0;
+	struct st_bid *bids = NULL;
+	if (maps) {
+		bids = bids_read(info->pid, maps);
+		if (!bids)
+			return -ENOMEM;
+	}
 	pthread_mutex_lock(&st->lock);
 	uint32_t idx;
 	struct st_proc *p = proc_find(st, info->pid, &idx);
@@ -543,20 +617,17 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 	}
 	p->group = group;
 	if (maps) {
-		struct st_bid *bids = calloc(maps->n ? maps->n : 1, sizeof(*bids));
-		if (!bids) {
-			r = -ENOMEM;
-			goto out;
-		}
 		proc_release_maps(p);
 		p->maps = *maps;
 		p->bids = bids;
+		bids = NULL;
 		maps->v = NULL;
 		maps->n = 0;
 		proc_find_exe_mapping(p);
 	}
 out:
 	pthread_mutex_unlock(&st->lock);
+	free(bids);
 	return r;
 }
 
@@ -660,55 +731,207 @@ static void copy_sym(struct st_loc *l, const struct pp_sym_result *res)
 	l->has_inline = res->has_inline;
 }
 
-static void symbolize_loc(struct pp_store *st, struct st_proc *p, struct st_loc *l, bool kernel)
+/*
+ * A new location: its mapping from the maps held (no I/O), then queued for
+ * the worker, which symbolizes it outside the lock. Lock held.
+ */
+static void loc_prepare(struct pp_store *st, struct st_proc *p, struct st_loc *l, uint32_t li,
+			bool kernel)
 {
-	struct pp_sym_result res = { 0 };
-
-	if (!st->sym)
-		return;
+	l->serial = ++st->loc_serial;
 	if (kernel) {
 		l->mapping = KERNEL_MAPPING;
-		if (pp_symbolizer__resolve_kernel(st->sym, l->addr, &res) == 0)
-			copy_sym(l, &res);
-		pp_sym_result__free(&res);
-		return;
+	} else {
+		const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
+		l->mapping = m && m->path && !m->special
+				     ? proc_intern_mapping(p, m, proc_build_id(p, m))
+				     : -1;
 	}
-	const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
-	if ((!m || !m->path) && p->alive) {
-		/* Mapped since the last discovery pass (dlopen, a new thread
-		 * stack...): read the maps again, at most every 20 ms. */
-		uint64_t now = pp_now_mono_ns();
-		struct pp_maps nm = { 0 };
-		if (now - p->maps_read_ns > 20000000ull && pp_maps__read(p->pid, &nm) == 0) {
-			struct st_bid *bids = calloc(nm.n ? nm.n : 1, sizeof(*bids));
-			if (bids) {
-				proc_release_maps(p);
-				p->maps = nm;
-				p->bids = bids;
-				m = pp_maps__find(&p->maps, l->addr);
-			} else {
-				pp_maps__free(&nm);
-			}
-		}
+	if (!st->worker_started ||
+	    grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1, sizeof(*st->pending)))
+		return; /* stays address-only */
+	st->pending[st->n_pending++] = li;
+	l->pending = true;
+	st->enq_count++;
+	pthread_cond_signal(&st->work_cond);
+}
+
+enum job_kind { JOB_NONE, JOB_KERNEL, JOB_FILE, JOB_JIT, JOB_MAPS };
+
+struct sym_job {
+	uint32_t li, pidx;
+	uint64_t serial, start_time, addr;
+	pid_t pid;
+	enum job_kind kind;
+	struct pp_map m; /* JOB_FILE; m.path owned */
+	struct st_bid bid;
+	struct pp_maps nm; /* JOB_MAPS: the maps read again, and their build ids */
+	struct st_bid *nbids;
+	struct pp_sym_result res;
+	int rc;
+};
+
+#define JOB_BATCH 256
+
+/* Lock held: describe queued location li as a job (copies, no I/O). */
+static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint64_t now)
+{
+	memset(j, 0, sizeof(*j));
+	j->rc = -ENOENT;
+	struct st_loc *l = &st->locs[li];
+	if ((l->flags & LOC_FREE) || !l->pending)
+		return;
+	struct st_proc *p = &st->procs[l->proc];
+	j->li = li;
+	j->serial = l->serial;
+	j->pidx = l->proc;
+	j->pid = p->pid;
+	j->start_time = p->start_time;
+	j->addr = l->addr;
+	if (l->mapping == KERNEL_MAPPING) {
+		j->kind = JOB_KERNEL;
+	} else if (l->mapping >= 0 && (size_t)l->mapping < p->n_mappings) {
+		const struct st_mapping *x = &p->mappings[l->mapping];
+		j->m = (struct pp_map){ .start = x->start,
+					.end = x->limit,
+					.offset = x->offset,
+					.prot = x->prot,
+					.dev_major = x->dev_major,
+					.dev_minor = x->dev_minor,
+					.inode = x->inode,
+					.path = xstrdup(x->file) };
+		j->bid.len = x->bid_len;
+		memcpy(j->bid.id, x->bid, x->bid_len);
+		j->kind = j->m.path ? JOB_FILE : JOB_NONE;
+	} else if (p->maps.n && pp_maps__find(&p->maps, l->addr)) {
+		j->kind = JOB_JIT; /* anonymous or special memory */
+	} else if (p->alive && now - p->maps_read_ns > 20000000ull) {
+		/* Mapped since the maps were read (dlopen, a new thread
+		 * stack...): read them again, at most every 20 ms. */
 		p->maps_read_ns = now;
+		j->kind = JOB_MAPS;
 	}
-	if (!m) {
-		l->mapping = -1;
+}
+
+/* No lock: the file and /proc work of one job. */
+static void job_run(struct pp_symbolizer *sym, struct sym_job *j)
+{
+	switch (j->kind) {
+	case JOB_KERNEL:
+		j->rc = pp_symbolizer__resolve_kernel(sym, j->addr, &j->res);
+		break;
+	case JOB_FILE:
+		j->rc = pp_symbolizer__resolve(sym, j->pid, &j->m, j->bid.len ? j->bid.id : NULL,
+					       j->bid.len, j->addr, &j->res);
+		break;
+	case JOB_JIT:
+		j->rc = pp_symbolizer__resolve_jit(sym, j->pid, j->addr, &j->res);
+		break;
+	case JOB_MAPS: {
+		if (pp_maps__read(j->pid, &j->nm) < 0)
+			break;
+		j->nbids = bids_read(j->pid, &j->nm);
+		const struct pp_map *m = pp_maps__find(&j->nm, j->addr);
+		if (!m || !j->nbids)
+			break;
+		if (!m->path || m->special) {
+			j->rc = pp_symbolizer__resolve_jit(sym, j->pid, j->addr, &j->res);
+			break;
+		}
+		const struct st_bid *b = &j->nbids[m - j->nm.v];
+		j->rc = pp_symbolizer__resolve(sym, j->pid, m, b->len ? b->id : NULL, b->len,
+					       j->addr, &j->res);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* Lock held: write one job's result back, if its location is still there. */
+static void job_commit(struct pp_store *st, struct sym_job *j)
+{
+	st->done_count++;
+	if (j->kind == JOB_NONE && !j->serial)
 		return;
-	}
-	if (!m->path || m->special) {
-		l->mapping = -1;
-		if (pp_symbolizer__resolve_jit(st->sym, p->pid, l->addr, &res) == 0)
-			copy_sym(l, &res);
-		pp_sym_result__free(&res);
+	struct st_loc *l = &st->locs[j->li];
+	if ((l->flags & LOC_FREE) || l->serial != j->serial)
 		return;
+	struct st_proc *p = &st->procs[j->pidx];
+	if (j->kind == JOB_MAPS && j->nbids && p->used && p->alive &&
+	    p->start_time == j->start_time) {
+		proc_release_maps(p);
+		p->maps = j->nm;
+		p->bids = j->nbids;
+		j->nm = (struct pp_maps){ 0 };
+		j->nbids = NULL;
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && m->path && !m->special)
+			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+		proc_find_exe_mapping(p);
 	}
-	const struct st_bid *bid = proc_build_id(p, m);
-	l->mapping = proc_intern_mapping(p, m, bid);
-	if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
-				   bid ? bid->len : 0, l->addr, &res) == 0)
-		copy_sym(l, &res);
-	pp_sym_result__free(&res);
+	if (j->rc == 0 && j->res.n && !l->frames)
+		copy_sym(l, &j->res);
+	l->pending = false;
+}
+
+static void job_free(struct sym_job *j)
+{
+	free(j->m.path);
+	pp_maps__free(&j->nm);
+	free(j->nbids);
+	pp_sym_result__free(&j->res);
+}
+
+static void *worker_main(void *arg)
+{
+	struct pp_store *st = arg;
+	struct sym_job *jobs = calloc(JOB_BATCH, sizeof(*jobs));
+
+	pthread_mutex_lock(&st->lock);
+	while (!st->worker_stop) {
+		if (!st->n_pending || !jobs) {
+			pthread_cond_wait(&st->work_cond, &st->lock);
+			continue;
+		}
+		size_t n = PP_MIN(st->n_pending, (size_t)JOB_BATCH);
+		uint64_t now = pp_now_mono_ns();
+		for (size_t i = 0; i < n; i++)
+			job_build(st, st->pending[i], &jobs[i], now);
+		memmove(st->pending, st->pending + n, (st->n_pending - n) * sizeof(*st->pending));
+		st->n_pending -= n;
+		pthread_mutex_unlock(&st->lock);
+		for (size_t i = 0; i < n; i++)
+			job_run(st->sym, &jobs[i]);
+		pthread_mutex_lock(&st->lock);
+		for (size_t i = 0; i < n; i++)
+			job_commit(st, &jobs[i]);
+		pthread_cond_broadcast(&st->done_cond);
+		pthread_mutex_unlock(&st->lock);
+		for (size_t i = 0; i < n; i++)
+			job_free(&jobs[i]);
+		pthread_mutex_lock(&st->lock);
+	}
+	pthread_mutex_unlock(&st->lock);
+	free(jobs);
+	return NULL;
+}
+
+/* Wait (at most timeout_ns) until every location queued so far has been
+ * through the worker. Takes the store lock. */
+static void wait_symbolized(struct pp_store *st, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + timeout_ns;
+	ts.tv_sec = (time_t)(end / 1000000000ull);
+	ts.tv_nsec = (long)(end % 1000000000ull);
+	pthread_mutex_lock(&st->lock);
+	uint64_t target = st->enq_count;
+	while (st->worker_started && st->done_count < target)
+		if (pthread_cond_timedwait(&st->done_cond, &st->lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&st->lock);
 }
 
 /* struct st_loc has no stored hash; recompute from its key. */
@@ -781,7 +1004,7 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 	l->pc = pc;
 	l->flags = flags;
 	l->addr = leaf ? pc : pc - 1;
-	symbolize_loc(st, &st->procs[pidx], l, kernel);
+	loc_prepare(st, &st->procs[pidx], l, (uint32_t)li, kernel);
 	s = h & (st->loc_idx.cap - 1);
 	while (st->loc_idx.slots[s])
 		s = (s + 1) & (st->loc_idx.cap - 1);
@@ -1561,6 +1784,8 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out)
 {
 	int r;
+	/* Names for the locations seen so far, if the worker gets them in time. */
+	wait_symbolized(st, RENDER_WAIT_NS);
 	pthread_mutex_lock(&st->lock);
 	if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
 		r = render_text(st, o, out);
@@ -1589,23 +1814,32 @@ long pp_store__count(struct pp_store *st, enum pp_profile_kind kind, int group)
 int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_buf *out)
 {
 	int r = -ENOENT;
+	struct sym_job j = { .kind = JOB_NONE };
 	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; i < st->n_procs && r == -ENOENT; i++) {
+	for (size_t i = 0; i < st->n_procs && st->sym; i++) {
 		struct st_proc *p = &st->procs[i];
 		if (!p->alive || !in_group(st, (uint32_t)i, group))
 			continue;
 		const struct pp_map *m = pp_maps__find(&p->maps, addr);
-		if (!m || !m->path || m->special || !st->sym)
+		if (!m || !m->path || m->special)
 			continue;
+		/* Copied: resolved outside the lock. */
 		const struct st_bid *bid = proc_build_id(p, m);
-		struct pp_sym_result res = { 0 };
-		if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
-					   bid ? bid->len : 0, addr, &res) == 0 &&
-		    res.n && res.has_function)
-			r = pp_buf_puts(out, res.frames[res.n - 1].function);
-		pp_sym_result__free(&res);
+		j.m = *m;
+		j.m.path = xstrdup(m->path);
+		if (bid)
+			j.bid = *bid;
+		j.pid = p->pid;
+		j.kind = j.m.path ? JOB_FILE : JOB_NONE;
+		break;
 	}
 	pthread_mutex_unlock(&st->lock);
+	if (j.kind == JOB_FILE &&
+	    pp_symbolizer__resolve(st->sym, j.pid, &j.m, j.bid.len ? j.bid.id : NULL, j.bid.len,
+				   addr, &j.res) == 0 &&
+	    j.res.n && j.res.has_function)
+		r = pp_buf_puts(out, j.res.frames[j.res.n - 1].function);
+	job_free(&j);
 	return r;
 }
 

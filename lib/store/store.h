@@ -6,9 +6,16 @@
  * pprof profile (or the legacy text formats), absolute or as the delta
  * since a snapshot.
  *
- * Locations are symbolized when first seen (while the process and its
- * files still exist), so profiles of processes that have exited still have
- * names.
+ * The sample paths only intern: a new location gets its mapping from the
+ * maps held (no I/O) and is queued for the store's symbolization worker
+ * thread, which resolves it outside the lock (reading the maps again when
+ * the address is in none of them, at most every 20 ms per process) and
+ * writes the names back under the lock. Locations are so resolved within
+ * moments of being first seen, while the process and its files still
+ * exist; files are cached by the symbolizer by build id (dev+inode without
+ * one), so processes that exited later still resolve from the cache. A
+ * render first waits (at most 2 s) for the locations queued so far; any
+ * still missing are rendered address-only.
  *
  * Lifecycle: an exited process (its stacks, locations, thread names; its
  * live heap entries go at exit) is released once it exited linger_ns ago
@@ -21,9 +28,12 @@
  * dropped (pp_store_stats).
  *
  * Locking: one internal mutex, the store lock. Every function below takes
- * it (once, not nested, never with another lock of podprof's held inside
- * it) unless said otherwise; the symbolizer's own locks are taken inside
- * it where noted. Functions return 0 or -errno.
+ * it (not nested, and no other lock of podprof's is taken inside it) and
+ * does no file or /proc I/O and no ELF/DWARF work while holding it, unless
+ * said otherwise. Callers may hold their own locks around these calls
+ * (the agent's target lock is held around process_exit). The worker thread
+ * takes the store lock to take and return work, and the symbolizer's locks
+ * without it. Functions return 0 or -errno.
  */
 #ifndef PODPROF_STORE_H
 #define PODPROF_STORE_H
@@ -55,7 +65,8 @@ void pp_store__free(struct pp_store *st);
 
 /*
  * A process (re)appeared or its maps changed. maps is taken (moved) on
- * success. group = index of the config target entry it matched.
+ * success. group = index of the config target entry it matched. Reads the
+ * build ids of maps' executable files (file I/O) before taking the lock.
  */
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
 			     struct pp_maps *maps, int group);
@@ -112,12 +123,16 @@ struct pp_store_render_opts {
 	const char *const *comments; /* extra comments (proto) / '#' lines (text) */
 	size_t n_comments;
 };
+/* Waits (at most 2 s, no lock held) for the locations queued so far to be
+ * symbolized, then renders under the store lock (proto building and gzip
+ * included). */
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out);
 
 /* Distinct non-zero stacks of a kind (index page). */
 long pp_store__count(struct pp_store *st, enum pp_profile_kind kind, int group);
 
-/* /symbol: name of the function at addr in a live process of group (-1 any). */
+/* /symbol: name of the function at addr in a live process of group (-1 any).
+ * Copies the mapping under the lock, resolves (file I/O) outside it. */
 int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_buf *out);
 
 /* Heap figures of one process, from the sampled live table (scaled estimates). */
