@@ -144,6 +144,9 @@ struct pp_store {
 	uint64_t loc_serial;
 	uint64_t enq_count, done_count;
 
+	unsigned renders; /* views out: gc() frees nothing meanwhile */
+	bool is_view; /* a render's frozen copy: values already relative to its base */
+
 	struct st_live *live;
 	size_t live_cap, n_live;
 
@@ -486,6 +489,8 @@ static void gc(struct pp_store *st, uint64_t now, bool force)
 	uint64_t oldest = UINT64_MAX;
 	size_t n = 0;
 
+	if (st->renders)
+		return; /* a render reads stacks, locations and names without the lock */
 	st->last_gc_ns = now;
 	for (const struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
 		oldest = PP_MIN(oldest, sn->seq);
@@ -1399,7 +1404,7 @@ static void stack_values(const struct pp_store *st, size_t i, const struct pp_st
 			 int64_t out[NVALS])
 {
 	memcpy(out, st->stacks[i].v, sizeof(int64_t) * NVALS);
-	if (!base)
+	if (!base || st->is_view)
 		return;
 	struct snap_val key = { .id = st->stacks[i].id };
 	const struct snap_val *b = bsearch(&key, base->v, base->n, sizeof(*base->v), cmp_snap_id);
@@ -1781,17 +1786,131 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 	return r;
 }
 
+static void view_free(struct pp_store *v)
+{
+	for (size_t i = 0; v->procs && i < v->n_procs; i++) {
+		free(v->procs[i].names);
+		free(v->procs[i].mappings);
+	}
+	free(v->procs);
+	free(v->locs);
+	if (v->n_stacks)
+		free(v->stacks[0].locs); /* one buffer for every stack's list */
+	free(v->stacks);
+}
+
+/*
+ * Lock held: a frozen copy of what a render of o reads. The stacks of the
+ * kind and group with a non-zero value (relative to o->base), their
+ * location lists renumbered into a compact copy of the locations they use,
+ * and the processes (names and mappings copied, as they grow). Frame
+ * strings and mapping file names are shared, not copied: they are written
+ * once and freed only by gc(), which frees nothing while st->renders > 0.
+ */
+static int view_build(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_store *v)
+{
+	uint8_t sk = stack_kind_for(o->kind);
+	uint32_t *locmap = calloc(st->n_locs + 1, sizeof(*locmap));
+	size_t n = 0, nf = 0, nl = 0;
+	int r = -ENOMEM;
+
+	memset(v, 0, sizeof(*v));
+	v->opts = st->opts;
+	v->is_view = true;
+	v->n_procs = st->n_procs;
+	if (!locmap)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk || !in_group(st, x->proc, o->group))
+			continue;
+		n++;
+		nf += x->n;
+	}
+	v->stacks = calloc(n + 1, sizeof(*v->stacks));
+	uint32_t *lbuf = malloc((nf + 1) * sizeof(*lbuf));
+	v->procs = calloc(st->n_procs + 1, sizeof(*v->procs));
+	if (!v->stacks || !lbuf || !v->procs) {
+		free(lbuf);
+		goto out;
+	}
+	for (size_t i = 0, off = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk || !in_group(st, x->proc, o->group))
+			continue;
+		struct st_stack *y = &v->stacks[v->n_stacks];
+		*y = *x;
+		stack_values(st, i, o->base, y->v);
+		if (!y->v[0] && !y->v[1] && !y->v[2] && !y->v[3])
+			continue;
+		y->locs = lbuf + off;
+		for (uint32_t k = 0; k < x->n; k++) {
+			uint32_t li = x->locs[k];
+			if (!locmap[li])
+				locmap[li] = (uint32_t)++nl;
+			y->locs[k] = locmap[li] - 1;
+		}
+		off += x->n;
+		v->n_stacks++;
+	}
+	if (!v->n_stacks)
+		free(lbuf);
+	v->locs = malloc((nl + 1) * sizeof(*v->locs));
+	if (!v->locs)
+		goto out;
+	for (size_t i = 0; i < st->n_locs; i++)
+		if (locmap[i])
+			v->locs[locmap[i] - 1] = st->locs[i];
+	v->n_locs = nl;
+	for (size_t i = 0; i < st->n_procs; i++) {
+		const struct st_proc *p = &st->procs[i];
+		struct st_proc *q = &v->procs[i];
+		if (!p->used)
+			continue;
+		*q = *p;
+		q->maps = (struct pp_maps){ 0 };
+		q->bids = NULL;
+		q->threads = NULL;
+		q->n_threads = 0;
+		q->exe = NULL;
+		q->cmdline = NULL;
+		q->names = p->n_names ? malloc(p->n_names * sizeof(*p->names)) : NULL;
+		q->mappings = p->n_mappings ? malloc(p->n_mappings * sizeof(*p->mappings)) : NULL;
+		if ((p->n_names && !q->names) || (p->n_mappings && !q->mappings))
+			goto out;
+		if (p->n_names)
+			memcpy(q->names, p->names, p->n_names * sizeof(*p->names));
+		if (p->n_mappings)
+			memcpy(q->mappings, p->mappings, p->n_mappings * sizeof(*p->mappings));
+	}
+	r = 0;
+out:
+	free(locmap);
+	return r;
+}
+
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out)
 {
+	struct pp_store v;
 	int r;
 	/* Names for the locations seen so far, if the worker gets them in time. */
 	wait_symbolized(st, RENDER_WAIT_NS);
 	pthread_mutex_lock(&st->lock);
-	if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
-		r = render_text(st, o, out);
-	else
-		r = render_proto(st, o, out);
+	r = view_build(st, o, &v);
+	if (r == 0)
+		st->renders++;
 	pthread_mutex_unlock(&st->lock);
+	if (r == 0) {
+		/* Proto building, gzip and text formatting without the lock. */
+		if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
+			r = render_text(&v, o, out);
+		else
+			r = render_proto(&v, o, out);
+		pthread_mutex_lock(&st->lock);
+		st->renders--;
+		pthread_mutex_unlock(&st->lock);
+	}
+	view_free(&v);
 	return r;
 }
 
