@@ -133,9 +133,12 @@ struct pp_store {
 	/* Open snapshots (a delta base or a window start), oldest first. */
 	struct pp_store_snapshot *snaps;
 	uint64_t snap_seq;
-	uint64_t last_gc_ns, last_force_gc_ns;
+	uint64_t last_gc_ns;
+	size_t n_exited; /* held, not alive */
 
 	/* Symbolization worker: locations queued by loc_prepare. */
+	const struct pp_store_sym_ops *ops;
+	void *ops_ctx;
 	pthread_t worker;
 	bool worker_started, worker_stop;
 	pthread_cond_t work_cond, done_cond; /* CLOCK_MONOTONIC */
@@ -172,6 +175,28 @@ struct pp_store_snapshot {
 
 static uint8_t stack_kind_for(enum pp_profile_kind k);
 static void *worker_main(void *arg);
+
+static int sym_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve(ctx, pid, m, build_id, build_id_len, addr, ret);
+}
+
+static int sym_resolve_kernel(void *ctx, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve_kernel(ctx, addr, ret);
+}
+
+static int sym_resolve_jit(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve_jit(ctx, pid, addr, ret);
+}
+
+static const struct pp_store_sym_ops symbolizer_ops = {
+	.resolve = sym_resolve,
+	.resolve_kernel = sym_resolve_kernel,
+	.resolve_jit = sym_resolve_jit,
+};
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -351,7 +376,14 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (sym) {
+	if (opts->sym_ops) {
+		st->ops = opts->sym_ops;
+		st->ops_ctx = opts->sym_ctx;
+	} else if (sym) {
+		st->ops = &symbolizer_ops;
+		st->ops_ctx = sym;
+	}
+	if (st->ops) {
 		int r = pthread_create(&st->worker, NULL, worker_main, st);
 		if (r) {
 			pp_store__free(st);
@@ -430,6 +462,7 @@ static void proc_exited(struct pp_store *st, uint32_t idx)
 {
 	struct st_proc *p = &st->procs[idx];
 	p->alive = false;
+	st->n_exited++;
 	p->exit_ns = pp_now_mono_ns();
 	p->exit_seq = st->snap_seq + 1;
 	proc_release_maps(p);
@@ -528,6 +561,7 @@ static void gc(struct pp_store *st, uint64_t now, bool force)
 			continue;
 		proc_free(&st->procs[i]);
 		st->procs_held--;
+		st->n_exited--;
 		st->stats.released_procs++;
 	}
 	idx_rebuild_stacks(st);
@@ -542,15 +576,13 @@ static void gc_maybe(struct pp_store *st)
 		gc(st, now, false);
 }
 
-/* A cap is reached: release what no snapshot needs, lingering or not (at
- * most once a second, the pass walks every stack). Lock held. */
+/* A cap is reached: release the exited processes no snapshot needs,
+ * lingering or not. Walks the processes (the stacks and locations only
+ * when one is released). Lock held. */
 static void gc_at_cap(struct pp_store *st)
 {
-	uint64_t now = pp_now_mono_ns();
-	if (now - st->last_force_gc_ns >= GC_INTERVAL_NS || !st->last_force_gc_ns) {
-		st->last_force_gc_ns = now;
-		gc(st, now, true);
-	}
+	if (st->n_exited)
+		gc(st, pp_now_mono_ns(), true);
 }
 
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
@@ -819,18 +851,21 @@ static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint6
 }
 
 /* No lock: the file and /proc work of one job. */
-static void job_run(struct pp_symbolizer *sym, struct sym_job *j)
+static void job_run(struct pp_store *st, struct sym_job *j)
 {
+	const struct pp_store_sym_ops *o = st->ops;
+	void *sym = st->ops_ctx;
+
 	switch (j->kind) {
 	case JOB_KERNEL:
-		j->rc = pp_symbolizer__resolve_kernel(sym, j->addr, &j->res);
+		j->rc = o->resolve_kernel(sym, j->addr, &j->res);
 		break;
 	case JOB_FILE:
-		j->rc = pp_symbolizer__resolve(sym, j->pid, &j->m, j->bid.len ? j->bid.id : NULL,
-					       j->bid.len, j->addr, &j->res);
+		j->rc = o->resolve(sym, j->pid, &j->m, j->bid.len ? j->bid.id : NULL, j->bid.len,
+				   j->addr, &j->res);
 		break;
 	case JOB_JIT:
-		j->rc = pp_symbolizer__resolve_jit(sym, j->pid, j->addr, &j->res);
+		j->rc = o->resolve_jit(sym, j->pid, j->addr, &j->res);
 		break;
 	case JOB_MAPS: {
 		if (pp_maps__read(j->pid, &j->nm) < 0)
@@ -840,12 +875,11 @@ static void job_run(struct pp_symbolizer *sym, struct sym_job *j)
 		if (!m || !j->nbids)
 			break;
 		if (!m->path || m->special) {
-			j->rc = pp_symbolizer__resolve_jit(sym, j->pid, j->addr, &j->res);
+			j->rc = o->resolve_jit(sym, j->pid, j->addr, &j->res);
 			break;
 		}
 		const struct st_bid *b = &j->nbids[m - j->nm.v];
-		j->rc = pp_symbolizer__resolve(sym, j->pid, m, b->len ? b->id : NULL, b->len,
-					       j->addr, &j->res);
+		j->rc = o->resolve(sym, j->pid, m, b->len ? b->id : NULL, b->len, j->addr, &j->res);
 		break;
 	}
 	default:
@@ -907,7 +941,7 @@ static void *worker_main(void *arg)
 		st->n_pending -= n;
 		pthread_mutex_unlock(&st->lock);
 		for (size_t i = 0; i < n; i++)
-			job_run(st->sym, &jobs[i]);
+			job_run(st, &jobs[i]);
 		pthread_mutex_lock(&st->lock);
 		for (size_t i = 0; i < n; i++)
 			job_commit(st, &jobs[i]);
@@ -1935,7 +1969,7 @@ int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_bu
 	int r = -ENOENT;
 	struct sym_job j = { .kind = JOB_NONE };
 	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; i < st->n_procs && st->sym; i++) {
+	for (size_t i = 0; i < st->n_procs && st->ops; i++) {
 		struct st_proc *p = &st->procs[i];
 		if (!p->alive || !in_group(st, (uint32_t)i, group))
 			continue;
@@ -1954,8 +1988,8 @@ int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_bu
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (j.kind == JOB_FILE &&
-	    pp_symbolizer__resolve(st->sym, j.pid, &j.m, j.bid.len ? j.bid.id : NULL, j.bid.len,
-				   addr, &j.res) == 0 &&
+	    st->ops->resolve(st->ops_ctx, j.pid, &j.m, j.bid.len ? j.bid.id : NULL, j.bid.len, addr,
+			     &j.res) == 0 &&
 	    j.res.n && j.res.has_function)
 		r = pp_buf_puts(out, j.res.frames[j.res.n - 1].function);
 	job_free(&j);

@@ -50,6 +50,19 @@
 
 struct pp_store;
 
+/*
+ * What the worker resolves locations with: the symbolizer passed to
+ * pp_store__new by default (its functions, same contracts); unit tests pass
+ * a fake. Called from the worker thread (and /symbol's caller) without the
+ * store lock.
+ */
+struct pp_store_sym_ops {
+	int (*resolve)(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret);
+	int (*resolve_kernel)(void *ctx, uint64_t addr, struct pp_sym_result *ret);
+	int (*resolve_jit)(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret);
+};
+
 struct pp_store_opts {
 	unsigned max_stacks;
 	unsigned max_live;
@@ -58,8 +71,12 @@ struct pp_store_opts {
 	uint64_t heap_sample_rate; /* for scaling heap values */
 	uint64_t cpu_period_ns; /* weight of one CPU sample */
 	uint64_t linger_ns; /* exited processes kept at least this long; 0 = 60 s */
+	const struct pp_store_sym_ops *sym_ops; /* NULL: the symbolizer given to new */
+	void *sym_ctx;
 };
 
+/* sym may be NULL (and opts->sym_ops too: locations stay address-only).
+ * Starts the symbolization worker thread when there is either. */
 struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbolizer *sym);
 void pp_store__free(struct pp_store *st);
 
