@@ -631,6 +631,13 @@ static bool adopt(struct pp_agent *a, pid_t pid)
 	}
 	bool ok = false;
 	uint64_t h = 0;
+	if (group >= 0) {
+		/* No room for a target: not registered in the store either. */
+		pthread_mutex_lock(&a->lock);
+		if (a->n_targets >= a->cfg->limits.max_targets)
+			group = -1;
+		pthread_mutex_unlock(&a->lock);
+	}
 	if (group >= 0 && register_process(a, &info, group, &h) == 0) {
 		pthread_mutex_lock(&a->lock);
 		if (!target_find(a, pid))
@@ -736,7 +743,14 @@ static void discover(struct pp_agent *a)
 				continue;
 			}
 			uint64_t h = 0;
-			if (register_process(a, &info, group, &h) == 0) {
+			pthread_mutex_lock(&a->lock);
+			bool full = a->n_targets >= a->cfg->limits.max_targets;
+			pthread_mutex_unlock(&a->lock);
+			if (full) {
+				pp_warn("target: pid %d (%s) not profiled: "
+					"limits.max_targets=%u reached",
+					info.pid, info.comm, a->cfg->limits.max_targets);
+			} else if (register_process(a, &info, group, &h) == 0) {
 				pthread_mutex_lock(&a->lock);
 				if (!target_find(a, info.pid) && !target_add(a, &info, group, h)) {
 					pp_warn("target: pid %d (%s) not profiled: "
