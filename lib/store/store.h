@@ -141,8 +141,9 @@ struct pp_store_render_opts {
 	size_t n_comments;
 };
 /* Waits (at most 2 s, no lock held) for the locations queued so far to be
- * symbolized, then renders under the store lock (proto building and gzip
- * included). */
+ * symbolized, copies what the profile needs under the store lock (values
+ * relative to base, the locations used, names and mappings), then builds
+ * the proto (and gzip) or text without it. */
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out);
 
 /* Distinct non-zero stacks of a kind (index page). */
