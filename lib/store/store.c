@@ -891,12 +891,25 @@ static void job_run(struct pp_store *st, struct sym_job *j)
 static void job_commit(struct pp_store *st, struct sym_job *j)
 {
 	st->done_count++;
-	if (j->kind == JOB_NONE && !j->serial)
-		return;
+	if (!j->serial)
+		return; /* the location was gone when the job was built */
 	struct st_loc *l = &st->locs[j->li];
 	if ((l->flags & LOC_FREE) || l->serial != j->serial)
 		return;
 	struct st_proc *p = &st->procs[j->pidx];
+	if (j->kind == JOB_NONE && l->mapping == -1 && p->alive && p->maps.n) {
+		/* Skipped as the maps were being read again (by a job of this
+		 * batch, committed first): resolve it with them. */
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && !grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1,
+			       sizeof(*st->pending))) {
+			if (m->path && !m->special)
+				l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+			st->pending[st->n_pending++] = j->li;
+			st->done_count--; /* still to do: renders keep waiting for it */
+			return;
+		}
+	}
 	if (j->kind == JOB_MAPS && j->nbids && p->used && p->alive &&
 	    p->start_time == j->start_time) {
 		proc_release_maps(p);
@@ -943,8 +956,13 @@ static void *worker_main(void *arg)
 		for (size_t i = 0; i < n; i++)
 			job_run(st, &jobs[i]);
 		pthread_mutex_lock(&st->lock);
+		/* Maps read again first: the batch's other misses use them. */
 		for (size_t i = 0; i < n; i++)
-			job_commit(st, &jobs[i]);
+			if (jobs[i].kind == JOB_MAPS)
+				job_commit(st, &jobs[i]);
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].kind != JOB_MAPS)
+				job_commit(st, &jobs[i]);
 		pthread_cond_broadcast(&st->done_cond);
 		pthread_mutex_unlock(&st->lock);
 		for (size_t i = 0; i < n; i++)

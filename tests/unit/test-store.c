@@ -358,6 +358,31 @@ static void test_locations_cap(void **state)
 	pp_store__free(st);
 }
 
+/* Addresses in none of the maps held (a library loaded since): the worker
+ * reads the maps again (here: this test's own) and names them all, those
+ * skipped while the read was under way included. */
+static void test_maps_read_again(void **state)
+{
+	struct pp_store *st = new_store((struct pp_store_opts){ 0 });
+	struct pp_proc_info info = { .pid = getpid(), .start_time = 1 };
+	assert_int_equal(pp_store__process_update(st, &info, NULL, 0), 0);
+	uint64_t a = (uint64_t)(uintptr_t)&test_deltas, b = (uint64_t)(uintptr_t)&render;
+	uint64_t c = (uint64_t)(uintptr_t)&stats;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(cpu(st, getpid(), a + 16 * i, b + 1, 1), 0);
+	assert_int_equal(cpu(st, getpid(), c, b + 1, 1), 0);
+	Profile *p = render(st, PP_PROFILE_CPU, NULL);
+	char name[64];
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "fn_%llx", (unsigned long long)(a + 16 * i));
+		assert_int_equal(leaf_value(p, name, 0), 1);
+	}
+	snprintf(name, sizeof(name), "fn_%llx", (unsigned long long)c);
+	assert_int_equal(leaf_value(p, name, 0), 1);
+	pp_pprof_profile__free(p);
+	pp_store__free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_survives_slot_reuse),
 		cmocka_unit_test(test_caps_count_current),
 		cmocka_unit_test(test_locations_cap),
+		cmocka_unit_test(test_maps_read_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
