@@ -825,6 +825,12 @@ static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint6
 	j->pid = p->pid;
 	j->start_time = p->start_time;
 	j->addr = l->addr;
+	if (l->mapping == -1 && p->maps.n) {
+		/* Maps read since it was interned may have its file now. */
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && m->path && !m->special)
+			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+	}
 	if (l->mapping == KERNEL_MAPPING) {
 		j->kind = JOB_KERNEL;
 	} else if (l->mapping >= 0 && (size_t)l->mapping < p->n_mappings) {
