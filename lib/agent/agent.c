@@ -166,6 +166,7 @@ struct pp_agent {
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
+	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -678,12 +679,21 @@ static bool adopt(struct pp_agent *a, pid_t pid)
 	}
 	bool ok = false;
 	uint64_t h = 0;
+	if (group >= 0) {
+		/* No room for a target: not registered in the store either. */
+		pthread_mutex_lock(&a->lock);
+		if (a->n_targets >= a->cfg->limits.max_targets)
+			group = -1;
+		pthread_mutex_unlock(&a->lock);
+	}
 	if (group >= 0 && register_process(a, &info, group, &h) == 0) {
 		pthread_mutex_lock(&a->lock);
 		if (!target_find(a, pid))
 			ok = target_add(a, &info, group, h) != NULL;
 		else
 			ok = true;
+		if (!ok) /* not a target: the store must not keep it as alive */
+			pp_store__process_exit(a->store, pid);
 		pthread_mutex_unlock(&a->lock);
 	}
 	pp_proc_info__free(&info);
@@ -853,12 +863,21 @@ static void discover(struct pp_agent *a)
 				continue;
 			}
 			uint64_t h = 0;
-			if (register_process(a, &info, group, &h) == 0) {
+			pthread_mutex_lock(&a->lock);
+			bool full = a->n_targets >= a->cfg->limits.max_targets;
+			pthread_mutex_unlock(&a->lock);
+			if (full) {
+				pp_warn("target: pid %d (%s) not profiled: "
+					"limits.max_targets=%u reached",
+					info.pid, info.comm, a->cfg->limits.max_targets);
+			} else if (register_process(a, &info, group, &h) == 0) {
 				pthread_mutex_lock(&a->lock);
-				if (!target_find(a, info.pid) && !target_add(a, &info, group, h))
+				if (!target_find(a, info.pid) && !target_add(a, &info, group, h)) {
 					pp_warn("target: pid %d (%s) not profiled: "
 						"limits.max_targets=%u reached",
 						info.pid, info.comm, a->cfg->limits.max_targets);
+					pp_store__process_exit(a->store, info.pid);
+				}
 				pthread_mutex_unlock(&a->lock);
 			}
 		} else {
@@ -944,11 +963,39 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Each kind of store drop is logged once (the counters are in /metrics). */
+static void store_drops_warn(struct pp_agent *a)
+{
+	struct pp_store_stats ss;
+	pp_store__stats(a->store, &ss);
+	const struct {
+		uint64_t n;
+		const char *what;
+	} d[] = {
+		{ ss.dropped_procs, "processes held (limits.max_targets * 4 + 64, alive or exited "
+				    "and still needed by a profile window): new processes not "
+				    "profiled" },
+		{ ss.dropped_stacks, "distinct stacks held (limits.max_stacks): samples dropped" },
+		{ ss.dropped_locations, "locations held (4 * limits.max_stacks + 4096): samples "
+					"dropped" },
+		{ ss.dropped_live, "live allocations tracked (heap.max_live): allocations not "
+				   "tracked" },
+	};
+	for (unsigned i = 0; i < ARRAY_SIZE(d); i++) {
+		if (!d[i].n || (a->store_warned & (1u << i)))
+			continue;
+		a->store_warned |= 1u << i;
+		pp_warn("store: limit of %s (counted in /metrics, logged once)", d[i].what);
+	}
+}
+
 static void *discovery_main(void *arg)
 {
 	struct pp_agent *a = arg;
 	while (!atomic_load(&a->stop)) {
 		discover(a);
+		pp_store__collect(a->store);
+		store_drops_warn(a);
 		uint64_t now = pp_now_mono_ns();
 		unsigned iv = a->cfg->log.memstats_interval_seconds;
 		if (iv && now - a->last_memstats_ns >= (uint64_t)iv * 1000000000ull) {
@@ -1903,6 +1950,15 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	  ss.dropped_stacks);
 	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.",
 	  ss.dropped_live);
+	G("store_processes", "Processes alive in the store.", ss.procs);
+	G("store_processes_held", "Processes held: alive, or exited and not yet released.",
+	  ss.procs_held);
+	C("store_dropped_procs_total", "Processes not profiled: the processes cap was reached.",
+	  ss.dropped_procs);
+	C("store_dropped_locations_total", "Samples dropped: the locations cap was reached.",
+	  ss.dropped_locations);
+	C("store_released_procs_total", "Exited processes whose data was released.",
+	  ss.released_procs);
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
 	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
 	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);

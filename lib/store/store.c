@@ -12,11 +12,18 @@
 #define MAX_FRAMES 512
 #define NVALS 4
 #define KERNEL_MAPPING (-2)
+#define KIND_FREE 0xff /* st_stack.kind of a free slot */
+#define GC_INTERVAL_NS 1000000000ull
+#define RENDER_WAIT_NS 2000000000ull
 
 struct st_mapping {
 	uint64_t start, limit, offset;
+	uint32_t prot, dev_major, dev_minor;
+	uint64_t inode;
 	char *file;
 	char build_id[2 * PP_BUILD_ID_MAX + 1];
+	uint8_t bid[PP_BUILD_ID_MAX];
+	size_t bid_len;
 	bool kernel;
 };
 
@@ -40,7 +47,11 @@ struct st_proc {
 	char *cmdline;
 	size_t cmdline_len;
 	int group;
+	bool used; /* slot holds a process (alive or exited, not yet released) */
 	bool alive;
+	bool release; /* marked by gc() */
+	uint64_t exit_ns; /* monotonic time it was seen gone */
+	uint64_t exit_seq; /* snapshots with seq < exit_seq were taken before the exit */
 	struct pp_maps maps;
 	struct st_bid *bids; /* parallel to maps.v */
 	uint64_t maps_read_ns; /* last refresh on a miss (rate limit) */
@@ -65,14 +76,17 @@ struct st_loc {
 	int32_t mapping; /* index into proc->mappings, -1 none, KERNEL_MAPPING */
 	uint64_t addr; /* adjusted: exact for the leaf, ret-1 for callers */
 	uint64_t pc; /* key: the pc as given */
-	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL */
+	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL; LOC_FREE = free slot */
+	bool pending; /* queued for the symbolization worker */
+	uint64_t serial; /* unique per slot use: write-backs check it */
 	struct st_frame *frames;
 	uint32_t n_frames;
 	bool has_function, has_file, has_line, has_inline;
 };
 
 struct st_stack {
-	uint8_t kind;
+	uint8_t kind; /* KIND_FREE: free slot */
+	uint64_t id; /* stable: never reused, keys snapshot values */
 	uint32_t proc;
 	pid_t tid;
 	uint64_t size;
@@ -100,15 +114,41 @@ struct pp_store {
 	struct pp_symbolizer *sym;
 
 	struct st_proc *procs;
-	size_t n_procs, cap_procs;
+	size_t n_procs, cap_procs; /* slots ever used (some may be free) */
+	size_t procs_held; /* used slots */
 
 	struct st_loc *locs;
 	size_t n_locs, cap_locs;
 	struct idx_table loc_idx;
+	uint32_t *free_locs; /* released slots, reused first */
+	size_t n_free_locs, cap_free_locs;
 
 	struct st_stack *stacks;
 	size_t n_stacks, cap_stacks;
 	struct idx_table stack_idx;
+	uint32_t *free_stacks;
+	size_t n_free_stacks, cap_free_stacks;
+	uint64_t next_stack_id;
+
+	/* Open snapshots (a delta base or a window start), oldest first. */
+	struct pp_store_snapshot *snaps;
+	uint64_t snap_seq;
+	uint64_t last_gc_ns;
+	size_t n_exited; /* held, not alive */
+
+	/* Symbolization worker: locations queued by loc_prepare. */
+	const struct pp_store_sym_ops *ops;
+	void *ops_ctx;
+	pthread_t worker;
+	bool worker_started, worker_stop;
+	pthread_cond_t work_cond, done_cond; /* CLOCK_MONOTONIC */
+	uint32_t *pending;
+	size_t n_pending, cap_pending;
+	uint64_t loc_serial;
+	uint64_t enq_count, done_count;
+
+	unsigned renders; /* views out: gc() frees nothing meanwhile */
+	bool is_view; /* a render's frozen copy: values already relative to its base */
 
 	struct st_live *live;
 	size_t live_cap, n_live;
@@ -116,14 +156,47 @@ struct pp_store {
 	struct pp_store_stats stats;
 };
 
+struct snap_val {
+	uint64_t id;
+	int64_t v[NVALS];
+};
+
 struct pp_store_snapshot {
+	struct pp_store *st;
+	struct pp_store_snapshot *prev, *next;
+	uint64_t seq;
 	enum pp_profile_kind kind;
 	uint64_t time_ns;
 	size_t n;
-	int64_t (*v)[NVALS];
+	struct snap_val *v; /* stacks of kind, sorted by id */
 };
 
 /* ---- small helpers ---- */
+
+static uint8_t stack_kind_for(enum pp_profile_kind k);
+static void *worker_main(void *arg);
+
+static int sym_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve(ctx, pid, m, build_id, build_id_len, addr, ret);
+}
+
+static int sym_resolve_kernel(void *ctx, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve_kernel(ctx, addr, ret);
+}
+
+static int sym_resolve_jit(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret)
+{
+	return pp_symbolizer__resolve_jit(ctx, pid, addr, ret);
+}
+
+static const struct pp_store_sym_ops symbolizer_ops = {
+	.resolve = sym_resolve,
+	.resolve_kernel = sym_resolve_kernel,
+	.resolve_jit = sym_resolve_jit,
+};
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -192,34 +265,60 @@ static int proc_intern_mapping(struct st_proc *p, const struct pp_map *m, const 
 	x->start = m->start;
 	x->limit = m->end;
 	x->offset = m->offset;
+	x->prot = m->prot;
+	x->dev_major = m->dev_major;
+	x->dev_minor = m->dev_minor;
+	x->inode = m->inode;
 	x->file = xstrdup(m->path);
-	if (bid && bid->len)
+	if (bid && bid->len) {
 		pp_buildid__hex(bid->id, bid->len, x->build_id);
+		memcpy(x->bid, bid->id, bid->len);
+		x->bid_len = bid->len;
+	}
 	return (int)p->n_mappings++;
 }
 
+/* The build id of m, read by bids_read before the maps were installed
+ * (no I/O here). */
 static const struct st_bid *proc_build_id(struct st_proc *p, const struct pp_map *m)
 {
 	size_t i = (size_t)(m - p->maps.v);
-	if (!p->bids || i >= p->maps.n)
+	if (!p->bids || i >= p->maps.n || !p->bids[i].tried)
 		return NULL;
-	struct st_bid *b = &p->bids[i];
-	if (!b->tried) {
-		b->tried = true;
-		/* Mappings of one file share the id: reuse one already read. */
-		for (size_t j = 0; j < p->maps.n; j++) {
-			const struct pp_map *o = &p->maps.v[j];
-			if (j != i && p->bids[j].tried && o->inode == m->inode &&
-			    o->dev_major == m->dev_major && o->dev_minor == m->dev_minor) {
-				*b = p->bids[j];
-				return b;
-			}
+	return &p->bids[i];
+}
+
+/*
+ * Build ids of the executable file mappings of maps (one read per file),
+ * parallel to maps->v. File I/O: called without the store lock.
+ */
+static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
+{
+	struct st_bid *b = calloc(maps->n ? maps->n : 1, sizeof(*b));
+	if (!b)
+		return NULL;
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct pp_map *m = &maps->v[i];
+		b[i].tried = true;
+		if (!m->path || m->special || !(m->prot & PP_PROT_X))
+			continue;
+		size_t j;
+		for (j = 0; j < i; j++) {
+			const struct pp_map *o = &maps->v[j];
+			if (o->inode == m->inode && o->dev_major == m->dev_major &&
+			    o->dev_minor == m->dev_minor && o->path && !o->special &&
+			    (o->prot & PP_PROT_X))
+				break;
 		}
-		int fd = pp_proc__open_mapped(p->pid, m);
+		if (j < i) {
+			b[i] = b[j];
+			continue;
+		}
+		int fd = pp_proc__open_mapped(pid, m);
 		if (fd >= 0) {
 			size_t len = 0;
-			if (pp_buildid__from_fd(fd, b->id, &len) == 0)
-				b->len = len;
+			if (pp_buildid__from_fd(fd, b[i].id, &len) == 0)
+				b[i].len = len;
 			close(fd);
 		}
 	}
@@ -255,8 +354,18 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		st->opts.max_procs = 4096;
 	if (!st->opts.cpu_period_ns)
 		st->opts.cpu_period_ns = 1000000000ull / 99;
+	if (!st->opts.max_locations)
+		st->opts.max_locations = st->opts.max_stacks * 4 + 4096;
+	if (!st->opts.linger_ns)
+		st->opts.linger_ns = 60000000000ull;
 	st->sym = sym;
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st->work_cond, &ca);
+	pthread_cond_init(&st->done_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	size_t live_cap = 1;
 	while (live_cap < (size_t)st->opts.max_live * 2)
 		live_cap *= 2;
@@ -266,6 +375,22 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		pp_store__free(st);
 		errno = ENOMEM;
 		return NULL;
+	}
+	if (opts->sym_ops) {
+		st->ops = opts->sym_ops;
+		st->ops_ctx = opts->sym_ctx;
+	} else if (sym) {
+		st->ops = &symbolizer_ops;
+		st->ops_ctx = sym;
+	}
+	if (st->ops) {
+		int r = pthread_create(&st->worker, NULL, worker_main, st);
+		if (r) {
+			pp_store__free(st);
+			errno = r;
+			return NULL;
+		}
+		st->worker_started = true;
 	}
 	return st;
 }
@@ -280,28 +405,47 @@ static void free_frames(struct st_frame *f, size_t n)
 	free(f);
 }
 
+static void proc_free(struct st_proc *p)
+{
+	proc_release_maps(p);
+	for (size_t j = 0; j < p->n_mappings; j++)
+		free(p->mappings[j].file);
+	free(p->mappings);
+	free(p->threads);
+	free(p->names);
+	free(p->exe);
+	free(p->cmdline);
+	memset(p, 0, sizeof(*p));
+}
+
 void pp_store__free(struct pp_store *st)
 {
 	if (!st)
 		return;
-	for (size_t i = 0; i < st->n_procs; i++) {
-		struct st_proc *p = &st->procs[i];
-		proc_release_maps(p);
-		for (size_t j = 0; j < p->n_mappings; j++)
-			free(p->mappings[j].file);
-		free(p->mappings);
-		free(p->threads);
-		free(p->names);
-		free(p->exe);
-		free(p->cmdline);
+	if (st->worker_started) {
+		pthread_mutex_lock(&st->lock);
+		st->worker_stop = true;
+		pthread_cond_broadcast(&st->work_cond);
+		pthread_mutex_unlock(&st->lock);
+		pthread_join(st->worker, NULL);
 	}
+	free(st->pending);
+	pthread_cond_destroy(&st->work_cond);
+	pthread_cond_destroy(&st->done_cond);
+	for (size_t i = 0; i < st->n_procs; i++)
+		proc_free(&st->procs[i]);
 	free(st->procs);
 	for (size_t i = 0; i < st->n_locs; i++)
 		free_frames(st->locs[i].frames, st->locs[i].n_frames);
 	free(st->locs);
+	free(st->free_locs);
 	for (size_t i = 0; i < st->n_stacks; i++)
 		free(st->stacks[i].locs);
 	free(st->stacks);
+	free(st->free_stacks);
+	/* Snapshots still open (a caller bug) are detached, freed by their owner. */
+	for (struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
+		sn->st = NULL;
 	free(st->loc_idx.slots);
 	free(st->stack_idx.slots);
 	free(st->live);
@@ -309,30 +453,181 @@ void pp_store__free(struct pp_store *st)
 	free(st);
 }
 
+/* ---- lifecycle ---- */
+
+static void live_remove_proc(struct pp_store *st, uint32_t idx);
+
+/* The process at idx is gone (exit or pid reuse). Lock held. */
+static void proc_exited(struct pp_store *st, uint32_t idx)
+{
+	struct st_proc *p = &st->procs[idx];
+	p->alive = false;
+	st->n_exited++;
+	p->exit_ns = pp_now_mono_ns();
+	p->exit_seq = st->snap_seq + 1;
+	proc_release_maps(p);
+	/* Its live allocations are gone with it. */
+	live_remove_proc(st, idx);
+}
+
+static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags);
+
+#define LOC_LEAF 1
+#define LOC_KERNEL 2
+#define LOC_FREE 0x80
+
+static void idx_rebuild_stacks(struct pp_store *st)
+{
+	struct idx_table *t = &st->stack_idx;
+	memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		if (st->stacks[i].kind == KIND_FREE)
+			continue;
+		size_t s = st->stacks[i].hash & (t->cap - 1);
+		while (t->slots[s])
+			s = (s + 1) & (t->cap - 1);
+		t->slots[s] = (uint32_t)i + 1;
+	}
+}
+
+static void idx_rebuild_locs(struct pp_store *st)
+{
+	struct idx_table *t = &st->loc_idx;
+	memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	for (size_t i = 0; i < st->n_locs; i++) {
+		const struct st_loc *l = &st->locs[i];
+		if (l->flags & LOC_FREE)
+			continue;
+		size_t s = loc_hash(l->proc, l->pc, l->flags) & (t->cap - 1);
+		while (t->slots[s])
+			s = (s + 1) & (t->cap - 1);
+		t->slots[s] = (uint32_t)i + 1;
+	}
+}
+
+static void push_free(uint32_t **arr, size_t *n, size_t *cap, uint32_t i)
+{
+	/* On ENOMEM the slot is simply not reused. */
+	if (!grow((void **)arr, cap, *n + 1, sizeof(**arr)))
+		(*arr)[(*n)++] = i;
+}
+
+/*
+ * Release exited processes that no open snapshot taken before their exit
+ * needs and (unless force) that exited at least linger_ns ago: their
+ * stacks, locations, thread names and slot. Lock held.
+ */
+static void gc(struct pp_store *st, uint64_t now, bool force)
+{
+	uint64_t oldest = UINT64_MAX;
+	size_t n = 0;
+
+	if (st->renders)
+		return; /* a render reads stacks, locations and names without the lock */
+	st->last_gc_ns = now;
+	for (const struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
+		oldest = PP_MIN(oldest, sn->seq);
+	for (size_t i = 0; i < st->n_procs; i++) {
+		struct st_proc *p = &st->procs[i];
+		if (!p->used || p->alive || oldest < p->exit_seq)
+			continue;
+		if (!force && now - p->exit_ns < st->opts.linger_ns)
+			continue;
+		p->release = true;
+		n++;
+	}
+	if (!n)
+		return;
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		struct st_stack *x = &st->stacks[i];
+		if (x->kind == KIND_FREE || !st->procs[x->proc].release)
+			continue;
+		free(x->locs);
+		memset(x, 0, sizeof(*x));
+		x->kind = KIND_FREE;
+		push_free(&st->free_stacks, &st->n_free_stacks, &st->cap_free_stacks, (uint32_t)i);
+	}
+	for (size_t i = 0; i < st->n_locs; i++) {
+		struct st_loc *l = &st->locs[i];
+		if ((l->flags & LOC_FREE) || !st->procs[l->proc].release)
+			continue;
+		free_frames(l->frames, l->n_frames);
+		memset(l, 0, sizeof(*l));
+		l->flags = LOC_FREE;
+		push_free(&st->free_locs, &st->n_free_locs, &st->cap_free_locs, (uint32_t)i);
+	}
+	for (size_t i = 0; i < st->n_procs; i++) {
+		if (!st->procs[i].release)
+			continue;
+		proc_free(&st->procs[i]);
+		st->procs_held--;
+		st->n_exited--;
+		st->stats.released_procs++;
+	}
+	idx_rebuild_stacks(st);
+	idx_rebuild_locs(st);
+}
+
+/* Periodic pass from the process paths. Lock held. */
+static void gc_maybe(struct pp_store *st)
+{
+	uint64_t now = pp_now_mono_ns();
+	if (now - st->last_gc_ns >= GC_INTERVAL_NS)
+		gc(st, now, false);
+}
+
+/* A cap is reached: release the exited processes no snapshot needs,
+ * lingering or not. Walks the processes (the stacks and locations only
+ * when one is released). Lock held. */
+static void gc_at_cap(struct pp_store *st)
+{
+	if (st->n_exited)
+		gc(st, pp_now_mono_ns(), true);
+}
+
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
 			     struct pp_maps *maps, int group)
 {
 	int r = 0;
+	struct st_bid *bids = NULL;
+	if (maps) {
+		bids = bids_read(info->pid, maps);
+		if (!bids)
+			return -ENOMEM;
+	}
 	pthread_mutex_lock(&st->lock);
-	struct st_proc *p = proc_find(st, info->pid, NULL);
+	uint32_t idx;
+	struct st_proc *p = proc_find(st, info->pid, &idx);
 	if (p && p->start_time != info->start_time) {
-		p->alive = false; /* pid reused */
-		proc_release_maps(p);
+		proc_exited(st, idx); /* pid reused */
 		p = NULL;
 	}
+	gc_maybe(st);
 	if (!p) {
-		if (st->n_procs >= st->opts.max_procs) {
+		if (st->procs_held >= st->opts.max_procs)
+			gc_at_cap(st);
+		if (st->procs_held >= st->opts.max_procs) {
 			st->stats.dropped_procs++;
 			r = -ENOSPC;
 			goto out;
 		}
-		if (grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1,
-			 sizeof(*st->procs))) {
-			r = -ENOMEM;
-			goto out;
+		size_t i;
+		for (i = 0; i < st->n_procs; i++)
+			if (!st->procs[i].used)
+				break;
+		if (i == st->n_procs) {
+			if (st->n_procs >= UINT32_MAX - 1 ||
+			    grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1,
+				 sizeof(*st->procs))) {
+				r = -ENOMEM;
+				goto out;
+			}
+			st->n_procs++;
 		}
-		p = &st->procs[st->n_procs++];
+		p = &st->procs[i];
 		memset(p, 0, sizeof(*p));
+		st->procs_held++;
+		p->used = true;
 		p->pid = info->pid;
 		p->start_time = info->start_time;
 		p->alive = true;
@@ -359,20 +654,17 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 	}
 	p->group = group;
 	if (maps) {
-		struct st_bid *bids = calloc(maps->n ? maps->n : 1, sizeof(*bids));
-		if (!bids) {
-			r = -ENOMEM;
-			goto out;
-		}
 		proc_release_maps(p);
 		p->maps = *maps;
 		p->bids = bids;
+		bids = NULL;
 		maps->v = NULL;
 		maps->n = 0;
 		proc_find_exe_mapping(p);
 	}
 out:
 	pthread_mutex_unlock(&st->lock);
+	free(bids);
 	return r;
 }
 
@@ -380,39 +672,16 @@ void pp_store__process_exit(struct pp_store *st, pid_t pid)
 {
 	uint32_t idx;
 	pthread_mutex_lock(&st->lock);
-	struct st_proc *p = proc_find(st, pid, &idx);
-	if (p) {
-		p->alive = false;
-		proc_release_maps(p);
-		/* Its live allocations are gone with it. */
-		for (size_t i = 0; i < st->live_cap; i++) {
-			struct st_live *e = &st->live[i];
-			if (e->proc1 == idx + 1) {
-				struct st_stack *s = &st->stacks[e->stack];
-				s->v[2] -= 1;
-				s->v[3] -= (int64_t)e->size;
-			}
-		}
-		/* Rebuild the table without this process' entries. */
-		struct st_live *old = st->live;
-		struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
-		if (nl) {
-			st->live = nl;
-			st->n_live = 0;
-			for (size_t i = 0; i < st->live_cap; i++) {
-				struct st_live *e = &old[i];
-				if (!e->proc1 || e->proc1 == idx + 1)
-					continue;
-				size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) &
-					   (st->live_cap - 1);
-				while (nl[h].proc1)
-					h = (h + 1) & (st->live_cap - 1);
-				nl[h] = *e;
-				st->n_live++;
-			}
-			free(old);
-		}
-	}
+	if (proc_find(st, pid, &idx))
+		proc_exited(st, idx);
+	gc_maybe(st);
+	pthread_mutex_unlock(&st->lock);
+}
+
+void pp_store__collect(struct pp_store *st)
+{
+	pthread_mutex_lock(&st->lock);
+	gc(st, pp_now_mono_ns(), false);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -499,82 +768,234 @@ static void copy_sym(struct st_loc *l, const struct pp_sym_result *res)
 	l->has_inline = res->has_inline;
 }
 
-static void symbolize_loc(struct pp_store *st, struct st_proc *p, struct st_loc *l, bool kernel)
+/*
+ * A new location: its mapping from the maps held (no I/O), then queued for
+ * the worker, which symbolizes it outside the lock. Lock held.
+ */
+static void loc_prepare(struct pp_store *st, struct st_proc *p, struct st_loc *l, uint32_t li,
+			bool kernel)
 {
-	struct pp_sym_result res = { 0 };
-
-	if (!st->sym)
-		return;
+	l->serial = ++st->loc_serial;
 	if (kernel) {
 		l->mapping = KERNEL_MAPPING;
-		if (pp_symbolizer__resolve_kernel(st->sym, l->addr, &res) == 0)
-			copy_sym(l, &res);
-		pp_sym_result__free(&res);
-		return;
+	} else {
+		const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
+		l->mapping = m && m->path && !m->special
+				     ? proc_intern_mapping(p, m, proc_build_id(p, m))
+				     : -1;
 	}
-	const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
-	if ((!m || !m->path) && p->alive) {
-		/* Mapped since the last discovery pass (dlopen, a new thread
-		 * stack...): read the maps again, at most every 20 ms. */
-		uint64_t now = pp_now_mono_ns();
-		struct pp_maps nm = { 0 };
-		if (now - p->maps_read_ns > 20000000ull && pp_maps__read(p->pid, &nm) == 0) {
-			struct st_bid *bids = calloc(nm.n ? nm.n : 1, sizeof(*bids));
-			if (bids) {
-				proc_release_maps(p);
-				p->maps = nm;
-				p->bids = bids;
-				m = pp_maps__find(&p->maps, l->addr);
-			} else {
-				pp_maps__free(&nm);
-			}
-		}
-		p->maps_read_ns = now;
-	}
-	if (!m) {
-		l->mapping = -1;
-		return;
-	}
-	if (!m->path || m->special) {
-		l->mapping = -1;
-		if (pp_symbolizer__resolve_jit(st->sym, p->pid, l->addr, &res) == 0)
-			copy_sym(l, &res);
-		pp_sym_result__free(&res);
-		return;
-	}
-	const struct st_bid *bid = proc_build_id(p, m);
-	l->mapping = proc_intern_mapping(p, m, bid);
-	if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
-				   bid ? bid->len : 0, l->addr, &res) == 0)
-		copy_sym(l, &res);
-	pp_sym_result__free(&res);
+	if (!st->worker_started ||
+	    grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1, sizeof(*st->pending)))
+		return; /* stays address-only */
+	st->pending[st->n_pending++] = li;
+	l->pending = true;
+	st->enq_count++;
+	pthread_cond_signal(&st->work_cond);
 }
 
-static int table_grow(struct idx_table *t, const void *items, size_t item_size, size_t hash_off,
-		      size_t n_items)
+enum job_kind { JOB_NONE, JOB_KERNEL, JOB_FILE, JOB_JIT, JOB_MAPS };
+
+struct sym_job {
+	uint32_t li, pidx;
+	uint64_t serial, start_time, addr;
+	pid_t pid;
+	enum job_kind kind;
+	struct pp_map m; /* JOB_FILE; m.path owned */
+	struct st_bid bid;
+	struct pp_maps nm; /* JOB_MAPS: the maps read again, and their build ids */
+	struct st_bid *nbids;
+	struct pp_sym_result res;
+	int rc;
+};
+
+#define JOB_BATCH 256
+
+/* Lock held: describe queued location li as a job (copies, no I/O). */
+static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint64_t now)
 {
-	if ((n_items + 1) * 2 <= t->cap)
-		return 0;
-	size_t nc = t->cap * 2;
-	uint32_t *ns = calloc(nc, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (size_t i = 0; i < n_items; i++) {
-		uint64_t h;
-		memcpy(&h, (const char *)items + i * item_size + hash_off, sizeof(h));
-		size_t s = h & (nc - 1);
-		while (ns[s])
-			s = (s + 1) & (nc - 1);
-		ns[s] = (uint32_t)i + 1;
+	memset(j, 0, sizeof(*j));
+	j->rc = -ENOENT;
+	struct st_loc *l = &st->locs[li];
+	if ((l->flags & LOC_FREE) || !l->pending)
+		return;
+	struct st_proc *p = &st->procs[l->proc];
+	j->li = li;
+	j->serial = l->serial;
+	j->pidx = l->proc;
+	j->pid = p->pid;
+	j->start_time = p->start_time;
+	j->addr = l->addr;
+	if (l->mapping == -1 && p->maps.n) {
+		/* Maps read since it was interned may have its file now. */
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && m->path && !m->special)
+			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
 	}
-	free(t->slots);
-	t->slots = ns;
-	t->cap = nc;
-	return 0;
+	if (l->mapping == KERNEL_MAPPING) {
+		j->kind = JOB_KERNEL;
+	} else if (l->mapping >= 0 && (size_t)l->mapping < p->n_mappings) {
+		const struct st_mapping *x = &p->mappings[l->mapping];
+		j->m = (struct pp_map){ .start = x->start,
+					.end = x->limit,
+					.offset = x->offset,
+					.prot = x->prot,
+					.dev_major = x->dev_major,
+					.dev_minor = x->dev_minor,
+					.inode = x->inode,
+					.path = xstrdup(x->file) };
+		j->bid.len = x->bid_len;
+		memcpy(j->bid.id, x->bid, x->bid_len);
+		j->kind = j->m.path ? JOB_FILE : JOB_NONE;
+	} else if (p->maps.n && pp_maps__find(&p->maps, l->addr)) {
+		j->kind = JOB_JIT; /* anonymous or special memory */
+	} else if (p->alive && now - p->maps_read_ns > 20000000ull) {
+		/* Mapped since the maps were read (dlopen, a new thread
+		 * stack...): read them again, at most every 20 ms. */
+		p->maps_read_ns = now;
+		j->kind = JOB_MAPS;
+	}
 }
 
-#define LOC_LEAF 1
-#define LOC_KERNEL 2
+/* No lock: the file and /proc work of one job. */
+static void job_run(struct pp_store *st, struct sym_job *j)
+{
+	const struct pp_store_sym_ops *o = st->ops;
+	void *sym = st->ops_ctx;
+
+	switch (j->kind) {
+	case JOB_KERNEL:
+		j->rc = o->resolve_kernel(sym, j->addr, &j->res);
+		break;
+	case JOB_FILE:
+		j->rc = o->resolve(sym, j->pid, &j->m, j->bid.len ? j->bid.id : NULL, j->bid.len,
+				   j->addr, &j->res);
+		break;
+	case JOB_JIT:
+		j->rc = o->resolve_jit(sym, j->pid, j->addr, &j->res);
+		break;
+	case JOB_MAPS: {
+		if (pp_maps__read(j->pid, &j->nm) < 0)
+			break;
+		j->nbids = bids_read(j->pid, &j->nm);
+		const struct pp_map *m = pp_maps__find(&j->nm, j->addr);
+		if (!m || !j->nbids)
+			break;
+		if (!m->path || m->special) {
+			j->rc = o->resolve_jit(sym, j->pid, j->addr, &j->res);
+			break;
+		}
+		const struct st_bid *b = &j->nbids[m - j->nm.v];
+		j->rc = o->resolve(sym, j->pid, m, b->len ? b->id : NULL, b->len, j->addr, &j->res);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* Lock held: write one job's result back, if its location is still there. */
+static void job_commit(struct pp_store *st, struct sym_job *j)
+{
+	st->done_count++;
+	if (!j->serial)
+		return; /* the location was gone when the job was built */
+	struct st_loc *l = &st->locs[j->li];
+	if ((l->flags & LOC_FREE) || l->serial != j->serial)
+		return;
+	struct st_proc *p = &st->procs[j->pidx];
+	if (j->kind == JOB_NONE && l->mapping == -1 && p->alive && p->maps.n) {
+		/* Skipped as the maps were being read again (by a job of this
+		 * batch, committed first): resolve it with them. */
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && !grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1,
+			       sizeof(*st->pending))) {
+			if (m->path && !m->special)
+				l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+			st->pending[st->n_pending++] = j->li;
+			st->done_count--; /* still to do: renders keep waiting for it */
+			return;
+		}
+	}
+	if (j->kind == JOB_MAPS && j->nbids && p->used && p->alive &&
+	    p->start_time == j->start_time) {
+		proc_release_maps(p);
+		p->maps = j->nm;
+		p->bids = j->nbids;
+		j->nm = (struct pp_maps){ 0 };
+		j->nbids = NULL;
+		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
+		if (m && m->path && !m->special)
+			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+		proc_find_exe_mapping(p);
+	}
+	if (j->rc == 0 && j->res.n && !l->frames)
+		copy_sym(l, &j->res);
+	l->pending = false;
+}
+
+static void job_free(struct sym_job *j)
+{
+	free(j->m.path);
+	pp_maps__free(&j->nm);
+	free(j->nbids);
+	pp_sym_result__free(&j->res);
+}
+
+static void *worker_main(void *arg)
+{
+	struct pp_store *st = arg;
+	struct sym_job *jobs = calloc(JOB_BATCH, sizeof(*jobs));
+
+	pthread_mutex_lock(&st->lock);
+	while (!st->worker_stop) {
+		if (!st->n_pending || !jobs) {
+			pthread_cond_wait(&st->work_cond, &st->lock);
+			continue;
+		}
+		size_t n = PP_MIN(st->n_pending, (size_t)JOB_BATCH);
+		uint64_t now = pp_now_mono_ns();
+		for (size_t i = 0; i < n; i++)
+			job_build(st, st->pending[i], &jobs[i], now);
+		memmove(st->pending, st->pending + n, (st->n_pending - n) * sizeof(*st->pending));
+		st->n_pending -= n;
+		pthread_mutex_unlock(&st->lock);
+		for (size_t i = 0; i < n; i++)
+			job_run(st, &jobs[i]);
+		pthread_mutex_lock(&st->lock);
+		/* Maps read again first: the batch's other misses use them. */
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].kind == JOB_MAPS)
+				job_commit(st, &jobs[i]);
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].kind != JOB_MAPS)
+				job_commit(st, &jobs[i]);
+		pthread_cond_broadcast(&st->done_cond);
+		pthread_mutex_unlock(&st->lock);
+		for (size_t i = 0; i < n; i++)
+			job_free(&jobs[i]);
+		pthread_mutex_lock(&st->lock);
+	}
+	pthread_mutex_unlock(&st->lock);
+	free(jobs);
+	return NULL;
+}
+
+/* Wait (at most timeout_ns) until every location queued so far has been
+ * through the worker. Takes the store lock. */
+static void wait_symbolized(struct pp_store *st, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + timeout_ns;
+	ts.tv_sec = (time_t)(end / 1000000000ull);
+	ts.tv_nsec = (long)(end % 1000000000ull);
+	pthread_mutex_lock(&st->lock);
+	uint64_t target = st->enq_count;
+	while (st->worker_started && st->done_count < target)
+		if (pthread_cond_timedwait(&st->done_cond, &st->lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&st->lock);
+}
 
 /* struct st_loc has no stored hash; recompute from its key. */
 static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
@@ -592,19 +1013,30 @@ static int loc_table_grow(struct pp_store *st)
 	uint32_t *ns = calloc(nc, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
-	for (size_t i = 0; i < st->n_locs; i++) {
-		size_t s = loc_hash(st->locs[i].proc, st->locs[i].pc, st->locs[i].flags) & (nc - 1);
-		while (ns[s])
-			s = (s + 1) & (nc - 1);
-		ns[s] = (uint32_t)i + 1;
-	}
 	free(t->slots);
 	t->slots = ns;
 	t->cap = nc;
+	idx_rebuild_locs(st);
 	return 0;
 }
 
-/* Returns loc index or -1. leaf: pc is the exact IP (else a return address). */
+static int stack_table_grow(struct pp_store *st)
+{
+	struct idx_table *t = &st->stack_idx;
+	if ((st->n_stacks + 1) * 2 <= t->cap)
+		return 0;
+	size_t nc = t->cap * 2;
+	uint32_t *ns = calloc(nc, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	free(t->slots);
+	t->slots = ns;
+	t->cap = nc;
+	idx_rebuild_stacks(st);
+	return 0;
+}
+
+/* Returns loc index or -ENOSPC (cap) / -ENOMEM. leaf: pc is the exact IP (else a return address). */
 static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool leaf, bool kernel)
 {
 	uint8_t flags = (leaf ? LOC_LEAF : 0) | (kernel ? LOC_KERNEL : 0);
@@ -616,24 +1048,31 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 			return st->loc_idx.slots[s] - 1;
 		s = (s + 1) & (st->loc_idx.cap - 1);
 	}
-	size_t max_locs = (size_t)st->opts.max_stacks * 4 + 4096;
-	if (st->n_locs >= max_locs || st->n_locs >= UINT32_MAX - 1)
-		return -1;
-	if (loc_table_grow(st) ||
-	    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
-		return -1;
-	struct st_loc *l = &st->locs[st->n_locs];
+	if (st->n_locs - st->n_free_locs >= st->opts.max_locations)
+		gc_at_cap(st);
+	if (st->n_locs - st->n_free_locs >= st->opts.max_locations)
+		return -ENOSPC;
+	size_t li;
+	if (st->n_free_locs) {
+		li = st->free_locs[--st->n_free_locs];
+	} else {
+		if (st->n_locs >= UINT32_MAX - 1 || loc_table_grow(st) ||
+		    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
+			return -ENOMEM;
+		li = st->n_locs++;
+	}
+	struct st_loc *l = &st->locs[li];
 	memset(l, 0, sizeof(*l));
 	l->proc = pidx;
 	l->pc = pc;
 	l->flags = flags;
 	l->addr = leaf ? pc : pc - 1;
-	symbolize_loc(st, &st->procs[pidx], l, kernel);
+	loc_prepare(st, &st->procs[pidx], l, (uint32_t)li, kernel);
 	s = h & (st->loc_idx.cap - 1);
 	while (st->loc_idx.slots[s])
 		s = (s + 1) & (st->loc_idx.cap - 1);
-	st->loc_idx.slots[s] = (uint32_t)st->n_locs + 1;
-	return (int64_t)st->n_locs++;
+	st->loc_idx.slots[s] = (uint32_t)li + 1;
+	return (int64_t)li;
 }
 
 /* ---- stacks ---- */
@@ -658,20 +1097,32 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 			return st->stack_idx.slots[s] - 1;
 		s = (s + 1) & (st->stack_idx.cap - 1);
 	}
-	if (st->n_stacks >= st->opts.max_stacks) {
+	if (st->n_stacks - st->n_free_stacks >= st->opts.max_stacks)
+		gc_at_cap(st);
+	if (st->n_stacks - st->n_free_stacks >= st->opts.max_stacks) {
 		st->stats.dropped_stacks++;
 		return -1;
 	}
-	if (table_grow(&st->stack_idx, st->stacks, sizeof(*st->stacks),
-		       offsetof(struct st_stack, hash), st->n_stacks) ||
-	    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks)))
+	uint32_t *copy = malloc((n ? n : 1) * sizeof(*locs));
+	if (!copy)
 		return -1;
-	struct st_stack *x = &st->stacks[st->n_stacks];
+	size_t si;
+	if (st->n_free_stacks) {
+		si = st->free_stacks[--st->n_free_stacks];
+	} else {
+		if (st->n_stacks >= UINT32_MAX - 1 || stack_table_grow(st) ||
+		    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1,
+			 sizeof(*st->stacks))) {
+			free(copy);
+			return -1;
+		}
+		si = st->n_stacks++;
+	}
+	struct st_stack *x = &st->stacks[si];
 	memset(x, 0, sizeof(*x));
-	x->locs = malloc((n ? n : 1) * sizeof(*locs));
-	if (!x->locs)
-		return -1;
+	x->locs = copy;
 	memcpy(x->locs, locs, n * sizeof(*locs));
+	x->id = ++st->next_stack_id;
 	x->kind = kind;
 	x->proc = pidx;
 	x->tid = tid;
@@ -681,8 +1132,8 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 	s = h & (st->stack_idx.cap - 1);
 	while (st->stack_idx.slots[s])
 		s = (s + 1) & (st->stack_idx.cap - 1);
-	st->stack_idx.slots[s] = (uint32_t)st->n_stacks + 1;
-	return (int64_t)st->n_stacks++;
+	st->stack_idx.slots[s] = (uint32_t)si + 1;
+	return (int64_t)si;
 }
 
 /* Called with the lock held. Returns the stack index or -1. */
@@ -698,19 +1149,26 @@ static int64_t add_stack(struct pp_store *st, uint8_t kind, pid_t pid, pid_t tid
 		return -1;
 	if (tid > 0)
 		tid = thread_name_key(p, tid);
+	/* A stack missing frames would be wrong: without room for a new
+	 * location the sample is dropped (and counted). */
 	for (size_t i = 0; i < nk && nl < MAX_FRAMES; i++) {
 		int64_t l = loc_intern(st, pidx, kpcs[i], i == 0, true);
-		if (l >= 0)
-			locs[nl++] = (uint32_t)l;
+		if (l < 0)
+			goto drop;
+		locs[nl++] = (uint32_t)l;
 	}
 	for (size_t i = 0; i < n && nl < MAX_FRAMES; i++) {
 		if (!pcs[i])
 			continue;
 		int64_t l = loc_intern(st, pidx, pcs[i], i == 0 && nk == 0, false);
-		if (l >= 0)
-			locs[nl++] = (uint32_t)l;
+		if (l < 0)
+			goto drop;
+		locs[nl++] = (uint32_t)l;
 	}
 	return stack_intern(st, kind, pidx, tid, size, locs, nl);
+drop:
+	st->stats.dropped_locations++;
+	return -1;
 }
 
 int pp_store__add_cpu(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
@@ -764,6 +1222,48 @@ static void live_delete(struct pp_store *st, struct st_live *e)
 			i = j;
 		}
 	}
+}
+
+static void live_remove_proc(struct pp_store *st, uint32_t idx)
+{
+	bool any = false;
+	for (size_t i = 0; i < st->live_cap; i++) {
+		struct st_live *e = &st->live[i];
+		if (e->proc1 == idx + 1) {
+			struct st_stack *s = &st->stacks[e->stack];
+			s->v[2] -= 1;
+			s->v[3] -= (int64_t)e->size;
+			any = true;
+		}
+	}
+	if (!any)
+		return;
+	/* Rebuild the table without this process' entries. */
+	struct st_live *old = st->live;
+	struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
+	if (!nl) {
+		/* Delete in place (slower, cannot fail). */
+		for (size_t i = 0; i < st->live_cap;) {
+			if (st->live[i].proc1 == idx + 1)
+				live_delete(st, &st->live[i]);
+			else
+				i++;
+		}
+		return;
+	}
+	st->live = nl;
+	st->n_live = 0;
+	for (size_t i = 0; i < st->live_cap; i++) {
+		struct st_live *e = &old[i];
+		if (!e->proc1 || e->proc1 == idx + 1)
+			continue;
+		size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (st->live_cap - 1);
+		while (nl[h].proc1)
+			h = (h + 1) & (st->live_cap - 1);
+		nl[h] = *e;
+		st->n_live++;
+	}
+	free(old);
 }
 
 int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
@@ -888,24 +1388,47 @@ void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind)
 	(void)kind;
 }
 
+static int cmp_snap_id(const void *a, const void *b)
+{
+	const struct snap_val *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind)
 {
 	struct pp_store_snapshot *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	uint8_t sk = stack_kind_for(kind);
 	s->kind = kind;
 	s->time_ns = pp_now_real_ns();
 	pthread_mutex_lock(&st->lock);
-	s->n = st->n_stacks;
-	s->v = calloc(s->n ? s->n : 1, sizeof(*s->v));
+	size_t n = 0;
+	for (size_t i = 0; i < st->n_stacks; i++)
+		n += st->stacks[i].kind == sk;
+	s->v = malloc((n ? n : 1) * sizeof(*s->v));
 	if (!s->v) {
 		pthread_mutex_unlock(&st->lock);
 		free(s);
 		return NULL;
 	}
-	for (size_t i = 0; i < s->n; i++)
-		memcpy(s->v[i], st->stacks[i].v, sizeof(s->v[i]));
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk)
+			continue;
+		s->v[s->n].id = x->id;
+		memcpy(s->v[s->n].v, x->v, sizeof(x->v));
+		s->n++;
+	}
+	s->st = st;
+	s->seq = ++st->snap_seq;
+	s->next = st->snaps;
+	if (st->snaps)
+		st->snaps->prev = s;
+	st->snaps = s;
 	pthread_mutex_unlock(&st->lock);
+	/* Slots are reused: ids are not in slot order. */
+	qsort(s->v, s->n, sizeof(*s->v), cmp_snap_id);
 	return s;
 }
 
@@ -913,6 +1436,17 @@ void pp_store_snapshot__free(struct pp_store_snapshot *snap)
 {
 	if (!snap)
 		return;
+	struct pp_store *st = snap->st;
+	if (st) {
+		pthread_mutex_lock(&st->lock);
+		if (snap->prev)
+			snap->prev->next = snap->next;
+		else
+			st->snaps = snap->next;
+		if (snap->next)
+			snap->next->prev = snap->prev;
+		pthread_mutex_unlock(&st->lock);
+	}
 	free(snap->v);
 	free(snap);
 }
@@ -928,9 +1462,13 @@ static void stack_values(const struct pp_store *st, size_t i, const struct pp_st
 			 int64_t out[NVALS])
 {
 	memcpy(out, st->stacks[i].v, sizeof(int64_t) * NVALS);
-	if (base && i < base->n)
+	if (!base || st->is_view)
+		return;
+	struct snap_val key = { .id = st->stacks[i].id };
+	const struct snap_val *b = bsearch(&key, base->v, base->n, sizeof(*base->v), cmp_snap_id);
+	if (b)
 		for (int k = 0; k < NVALS; k++)
-			out[k] -= base->v[i][k];
+			out[k] -= b->v[k];
 }
 
 static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
@@ -1097,8 +1635,8 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		}
 		for (size_t i = 0; i < st->n_procs; i++) {
 			struct st_proc *p = &st->procs[i];
-			if (!in_group(st, (uint32_t)i, o->group) || p->exe_mapping < 0 ||
-			    !(p->alive || i + 1 == st->n_procs))
+			if (!p->used || !in_group(st, (uint32_t)i, o->group) ||
+			    p->exe_mapping < 0 || !(p->alive || i + 1 == st->n_procs))
 				continue;
 			if (best == SIZE_MAX || (weight && weight[i] > weight[best]))
 				best = i;
@@ -1306,15 +1844,131 @@ static int render_text(struct pp_store *st, const struct pp_store_render_opts *o
 	return r;
 }
 
+static void view_free(struct pp_store *v)
+{
+	for (size_t i = 0; v->procs && i < v->n_procs; i++) {
+		free(v->procs[i].names);
+		free(v->procs[i].mappings);
+	}
+	free(v->procs);
+	free(v->locs);
+	if (v->n_stacks)
+		free(v->stacks[0].locs); /* one buffer for every stack's list */
+	free(v->stacks);
+}
+
+/*
+ * Lock held: a frozen copy of what a render of o reads. The stacks of the
+ * kind and group with a non-zero value (relative to o->base), their
+ * location lists renumbered into a compact copy of the locations they use,
+ * and the processes (names and mappings copied, as they grow). Frame
+ * strings and mapping file names are shared, not copied: they are written
+ * once and freed only by gc(), which frees nothing while st->renders > 0.
+ */
+static int view_build(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_store *v)
+{
+	uint8_t sk = stack_kind_for(o->kind);
+	uint32_t *locmap = calloc(st->n_locs + 1, sizeof(*locmap));
+	size_t n = 0, nf = 0, nl = 0;
+	int r = -ENOMEM;
+
+	memset(v, 0, sizeof(*v));
+	v->opts = st->opts;
+	v->is_view = true;
+	v->n_procs = st->n_procs;
+	if (!locmap)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk || !in_group(st, x->proc, o->group))
+			continue;
+		n++;
+		nf += x->n;
+	}
+	v->stacks = calloc(n + 1, sizeof(*v->stacks));
+	uint32_t *lbuf = malloc((nf + 1) * sizeof(*lbuf));
+	v->procs = calloc(st->n_procs + 1, sizeof(*v->procs));
+	if (!v->stacks || !lbuf || !v->procs) {
+		free(lbuf);
+		goto out;
+	}
+	for (size_t i = 0, off = 0; i < st->n_stacks; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk || !in_group(st, x->proc, o->group))
+			continue;
+		struct st_stack *y = &v->stacks[v->n_stacks];
+		*y = *x;
+		stack_values(st, i, o->base, y->v);
+		if (!y->v[0] && !y->v[1] && !y->v[2] && !y->v[3])
+			continue;
+		y->locs = lbuf + off;
+		for (uint32_t k = 0; k < x->n; k++) {
+			uint32_t li = x->locs[k];
+			if (!locmap[li])
+				locmap[li] = (uint32_t)++nl;
+			y->locs[k] = locmap[li] - 1;
+		}
+		off += x->n;
+		v->n_stacks++;
+	}
+	if (!v->n_stacks)
+		free(lbuf);
+	v->locs = malloc((nl + 1) * sizeof(*v->locs));
+	if (!v->locs)
+		goto out;
+	for (size_t i = 0; i < st->n_locs; i++)
+		if (locmap[i])
+			v->locs[locmap[i] - 1] = st->locs[i];
+	v->n_locs = nl;
+	for (size_t i = 0; i < st->n_procs; i++) {
+		const struct st_proc *p = &st->procs[i];
+		struct st_proc *q = &v->procs[i];
+		if (!p->used)
+			continue;
+		*q = *p;
+		q->maps = (struct pp_maps){ 0 };
+		q->bids = NULL;
+		q->threads = NULL;
+		q->n_threads = 0;
+		q->exe = NULL;
+		q->cmdline = NULL;
+		q->names = p->n_names ? malloc(p->n_names * sizeof(*p->names)) : NULL;
+		q->mappings = p->n_mappings ? malloc(p->n_mappings * sizeof(*p->mappings)) : NULL;
+		if ((p->n_names && !q->names) || (p->n_mappings && !q->mappings))
+			goto out;
+		if (p->n_names)
+			memcpy(q->names, p->names, p->n_names * sizeof(*p->names));
+		if (p->n_mappings)
+			memcpy(q->mappings, p->mappings, p->n_mappings * sizeof(*p->mappings));
+	}
+	r = 0;
+out:
+	free(locmap);
+	return r;
+}
+
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out)
 {
+	struct pp_store v;
 	int r;
+	/* Names for the locations seen so far, if the worker gets them in time. */
+	wait_symbolized(st, RENDER_WAIT_NS);
 	pthread_mutex_lock(&st->lock);
-	if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
-		r = render_text(st, o, out);
-	else
-		r = render_proto(st, o, out);
+	r = view_build(st, o, &v);
+	if (r == 0)
+		st->renders++;
 	pthread_mutex_unlock(&st->lock);
+	if (r == 0) {
+		/* Proto building, gzip and text formatting without the lock. */
+		if (o->debug > 0 && o->kind != PP_PROFILE_CPU)
+			r = render_text(&v, o, out);
+		else
+			r = render_proto(&v, o, out);
+		pthread_mutex_lock(&st->lock);
+		st->renders--;
+		pthread_mutex_unlock(&st->lock);
+	}
+	view_free(&v);
 	return r;
 }
 
@@ -1337,23 +1991,32 @@ long pp_store__count(struct pp_store *st, enum pp_profile_kind kind, int group)
 int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_buf *out)
 {
 	int r = -ENOENT;
+	struct sym_job j = { .kind = JOB_NONE };
 	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; i < st->n_procs && r == -ENOENT; i++) {
+	for (size_t i = 0; i < st->n_procs && st->ops; i++) {
 		struct st_proc *p = &st->procs[i];
 		if (!p->alive || !in_group(st, (uint32_t)i, group))
 			continue;
 		const struct pp_map *m = pp_maps__find(&p->maps, addr);
-		if (!m || !m->path || m->special || !st->sym)
+		if (!m || !m->path || m->special)
 			continue;
+		/* Copied: resolved outside the lock. */
 		const struct st_bid *bid = proc_build_id(p, m);
-		struct pp_sym_result res = { 0 };
-		if (pp_symbolizer__resolve(st->sym, p->pid, m, bid && bid->len ? bid->id : NULL,
-					   bid ? bid->len : 0, addr, &res) == 0 &&
-		    res.n && res.has_function)
-			r = pp_buf_puts(out, res.frames[res.n - 1].function);
-		pp_sym_result__free(&res);
+		j.m = *m;
+		j.m.path = xstrdup(m->path);
+		if (bid)
+			j.bid = *bid;
+		j.pid = p->pid;
+		j.kind = j.m.path ? JOB_FILE : JOB_NONE;
+		break;
 	}
 	pthread_mutex_unlock(&st->lock);
+	if (j.kind == JOB_FILE &&
+	    st->ops->resolve(st->ops_ctx, j.pid, &j.m, j.bid.len ? j.bid.id : NULL, j.bid.len, addr,
+			     &j.res) == 0 &&
+	    j.res.n && j.res.has_function)
+		r = pp_buf_puts(out, j.res.frames[j.res.n - 1].function);
+	job_free(&j);
 	return r;
 }
 
@@ -1388,11 +2051,12 @@ void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret)
 {
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
-	ret->stacks = st->n_stacks;
-	ret->locations = st->n_locs;
+	ret->stacks = st->n_stacks - st->n_free_stacks;
+	ret->locations = st->n_locs - st->n_free_locs;
 	ret->procs = 0;
 	for (size_t i = 0; i < st->n_procs; i++)
 		ret->procs += st->procs[i].alive;
+	ret->procs_held = st->procs_held;
 	ret->live_entries = st->n_live;
 	pthread_mutex_unlock(&st->lock);
 }

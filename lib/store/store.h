@@ -6,13 +6,34 @@
  * pprof profile (or the legacy text formats), absolute or as the delta
  * since a snapshot.
  *
- * Locations are symbolized when first seen (while the process and its
- * files still exist), so profiles of processes that have exited still have
- * names. Everything is bounded: distinct stacks (max_stacks), live heap
- * entries (max_live), processes (max_procs); what does not fit is counted
- * as dropped.
+ * The sample paths only intern: a new location gets its mapping from the
+ * maps held (no I/O) and is queued for the store's symbolization worker
+ * thread, which resolves it outside the lock (reading the maps again when
+ * the address is in none of them, at most every 20 ms per process) and
+ * writes the names back under the lock. Locations are so resolved within
+ * moments of being first seen, while the process and its files still
+ * exist; files are cached by the symbolizer by build id (dev+inode without
+ * one), so processes that exited later still resolve from the cache. A
+ * render first waits (at most 2 s) for the locations queued so far; any
+ * still missing are rendered address-only.
  *
- * Thread-safe: one internal lock. Functions return 0 or -errno.
+ * Lifecycle: an exited process (its stacks, locations, thread names; its
+ * live heap entries go at exit) is released once it exited linger_ns ago
+ * and no snapshot taken before its exit is still open. Snapshots key their
+ * values by a stable stack id, so they survive slots being reused. Caps
+ * bound what is held now: distinct stacks (max_stacks), locations
+ * (max_locations), live heap entries (max_live), processes alive or not yet
+ * released (max_procs); at a cap, exited processes no snapshot needs are
+ * released before their linger ends; what still does not fit is counted as
+ * dropped (pp_store_stats).
+ *
+ * Locking: one internal mutex, the store lock. Every function below takes
+ * it (not nested, and no other lock of podprof's is taken inside it) and
+ * does no file or /proc I/O and no ELF/DWARF work while holding it, unless
+ * said otherwise. Callers may hold their own locks around these calls
+ * (the agent's target lock is held around process_exit). The worker thread
+ * takes the store lock to take and return work, and the symbolizer's locks
+ * without it. Functions return 0 or -errno.
  */
 #ifndef PODPROF_STORE_H
 #define PODPROF_STORE_H
@@ -29,25 +50,49 @@
 
 struct pp_store;
 
+/*
+ * What the worker resolves locations with: the symbolizer passed to
+ * pp_store__new by default (its functions, same contracts); unit tests pass
+ * a fake. Called from the worker thread (and /symbol's caller) without the
+ * store lock.
+ */
+struct pp_store_sym_ops {
+	int (*resolve)(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret);
+	int (*resolve_kernel)(void *ctx, uint64_t addr, struct pp_sym_result *ret);
+	int (*resolve_jit)(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret);
+};
+
 struct pp_store_opts {
 	unsigned max_stacks;
 	unsigned max_live;
 	unsigned max_procs;
+	unsigned max_locations; /* 0 = 4 * max_stacks + 4096 */
 	uint64_t heap_sample_rate; /* for scaling heap values */
 	uint64_t cpu_period_ns; /* weight of one CPU sample */
+	uint64_t linger_ns; /* exited processes kept at least this long; 0 = 60 s */
+	const struct pp_store_sym_ops *sym_ops; /* NULL: the symbolizer given to new */
+	void *sym_ctx;
 };
 
+/* sym may be NULL (and opts->sym_ops too: locations stay address-only).
+ * Starts the symbolization worker thread when there is either. */
 struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbolizer *sym);
 void pp_store__free(struct pp_store *st);
 
 /*
  * A process (re)appeared or its maps changed. maps is taken (moved) on
- * success. group = index of the config target entry it matched.
+ * success. group = index of the config target entry it matched. Reads the
+ * build ids of maps' executable files (file I/O) before taking the lock.
  */
 int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *info,
 			     struct pp_maps *maps, int group);
-/* The process exited: its live heap entries are dropped (their memory is gone). */
+/* The process exited: its live heap entries are dropped (their memory is
+ * gone); the rest is kept until released (see Lifecycle). */
 void pp_store__process_exit(struct pp_store *st, pid_t pid);
+/* Release what the lifecycle allows now (also done at most once a second
+ * by process_update/process_exit, and at a cap). Store lock. */
+void pp_store__collect(struct pp_store *st);
 /* true if the store knows pid as a live process. */
 bool pp_store__has_process(struct pp_store *st, pid_t pid);
 void pp_store__set_thread_name(struct pp_store *st, pid_t pid, pid_t tid, const char *name);
@@ -78,7 +123,11 @@ int pp_store__gauge_add(struct pp_store *st, enum pp_profile_kind kind, pid_t pi
 			const uint64_t *pcs, size_t n);
 void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind);
 
-/* Snapshot of one kind's counters for windows and deltas. */
+/*
+ * Snapshot of one kind's counters for windows and deltas. While open it
+ * keeps every process that exits after it (and its stacks). Free every
+ * snapshot before the store. Both take the store lock.
+ */
 struct pp_store_snapshot;
 struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind);
 void pp_store_snapshot__free(struct pp_store_snapshot *snap);
@@ -91,12 +140,17 @@ struct pp_store_render_opts {
 	const char *const *comments; /* extra comments (proto) / '#' lines (text) */
 	size_t n_comments;
 };
+/* Waits (at most 2 s, no lock held) for the locations queued so far to be
+ * symbolized, copies what the profile needs under the store lock (values
+ * relative to base, the locations used, names and mappings), then builds
+ * the proto (and gzip) or text without it. */
 int pp_store__render(struct pp_store *st, const struct pp_store_render_opts *o, struct pp_buf *out);
 
 /* Distinct non-zero stacks of a kind (index page). */
 long pp_store__count(struct pp_store *st, enum pp_profile_kind kind, int group);
 
-/* /symbol: name of the function at addr in a live process of group (-1 any). */
+/* /symbol: name of the function at addr in a live process of group (-1 any).
+ * Copies the mapping under the lock, resolves (file I/O) outside it. */
 int pp_store__symbol(struct pp_store *st, int group, uint64_t addr, struct pp_buf *out);
 
 /* Heap figures of one process, from the sampled live table (scaled estimates). */
@@ -106,8 +160,12 @@ struct pp_store_heap_stats {
 int pp_store__heap_stats(struct pp_store *st, pid_t pid, struct pp_store_heap_stats *ret);
 
 struct pp_store_stats {
-	uint64_t stacks, locations, procs, live_entries;
+	uint64_t stacks, locations, live_entries; /* held now */
+	uint64_t procs; /* alive */
+	uint64_t procs_held; /* alive + exited not yet released */
 	uint64_t dropped_stacks, dropped_live, dropped_procs, unknown_frees;
+	uint64_t dropped_locations; /* samples dropped: max_locations reached */
+	uint64_t released_procs; /* exited processes whose data was released */
 	uint64_t cpu_samples, heap_samples, contention_samples;
 };
 void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret);
