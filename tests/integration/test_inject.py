@@ -29,10 +29,27 @@ def agent_maps(pid):
         return [l for l in f if "podprof-agent" in l]
 
 
+def file_maps(pid):
+    """(start, end, perms, path) of the file-backed mappings but the agent's:
+    the slot writes must leave them as they were (RELRO read-only again,
+    vmas merged back after the temporary mprotect)."""
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            x = l.split()
+            if len(x) >= 6 and x[5].startswith("/") and "podprof-agent" not in l:
+                out.append((x[0], x[1], x[5]))
+    return out
+
+
+MAPS_BEFORE = {}
+
+
 def sites(path, mode, env=None):
     e = dict(os.environ, **env) if env else None
     wl = Workload([path, "full"], env=e)
     check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    MAPS_BEFORE[wl.pid] = file_maps(wl.pid)
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
                  "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode,
                  "--set", "heap.over_budget=warn")
@@ -49,12 +66,25 @@ def test_glibc_injected():
     log = pp.log_text()
     check("injected agent" in log, "not injected:\n" + log[-800:])
     check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    check(file_maps(wl.pid) == MAPS_BEFORE[wl.pid],
+          "module mappings changed by the slot writes:\n%s\n%s" %
+          (MAPS_BEFORE[wl.pid], file_maps(wl.pid)))
     heap = pp.profile("/debug/pprof/heap")
     check_sites(heap, "glibc-inject")
     check(any("heap mode=inject" in c for c in heap["comments"]), "comments %s" % heap["comments"])
     m = pp.request("/metrics")[2].decode()
     check(re.search(r'podprof_heap_injected\{pid="%d",reason=""\} 1' % wl.pid, m), "metrics:\n" + m[-1500:])
     check("podprof_heap_inject_pause_seconds{pid=\"%d\"}" % wl.pid in m, "no pause metric")
+    # The agent counts every free (not sampled): sites.c frees 2 x 8260
+    # site_c blocks and 4 aligned ones after the attach; libc may free a
+    # few of its own through the patched slots, never fewer.
+    fm = re.search(r'podprof_heap_calls_total\{pid="%d",kind="free"\} (\d+)' % wl.pid, m)
+    check(fm, "no free counter:\n" + m[-1500:])
+    frees = int(fm.group(1))
+    check(16524 <= frees <= 16524 + 1000, "agent counted %d frees, workload made 16524" % frees)
+    com = [c for c in heap["comments"] if "frees=" in c]
+    check(com and int(re.search(r"frees=(\d+)", com[0]).group(1)) >= 16524,
+          "heap comments: %s" % com)
     pp.stop()
     # Detached: the slots point at libc again, the process keeps running.
     check(wl.alive(), "workload died after detach")
