@@ -86,7 +86,7 @@ struct pp_agent_thread {
 	uint64_t rng;
 	uint64_t calls; /* allocation calls seen */
 	uint64_t bytes; /* bytes requested */
-	uint64_t frees; /* free-family calls with a non-NULL pointer */
+	uint64_t frees; /* free-family and realloc calls with a non-NULL pointer */
 	uint64_t pad[2];
 };
 

@@ -296,16 +296,18 @@ HIDDEN void *w_calloc(uint64_t n, uint64_t m, uint64_t c)
 	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_CALLOC))(n, m, c));
 }
 
+/* realloc of a non-NULL pointer counts as a free of it (as on the uprobe
+ * path), realloc(p, 0) as a free only. */
 HIDDEN void *w_realloc(uint64_t p, uint64_t n, uint64_t c)
 {
-	struct pp_agent_thread *t;
+	struct pp_agent_thread *t = tstate();
 
 	if (p) {
+		t->frees++;
 		on_free(p);
 		if (!n)
 			return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
 	}
-	t = tstate();
 	if (likely(!count(t, n)))
 		return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
 	return sampled_ptr(t, n, ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c));
@@ -318,12 +320,13 @@ HIDDEN void *w_reallocarray(uint64_t p, uint64_t n, uint64_t m)
 
 	if (__builtin_mul_overflow(n, m, &size))
 		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m); /* fails, p untouched */
+	t = tstate();
 	if (p) {
+		t->frees++;
 		on_free(p);
 		if (!size)
 			return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
 	}
-	t = tstate();
 	if (likely(!count(t, size)))
 		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
 	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m));
