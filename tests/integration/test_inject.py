@@ -20,6 +20,7 @@ LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
 LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
 CXX = os.environ.get("WL_HEAP_CXX")
+COVBENCH = os.environ.get("WL_COVBENCH")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -261,6 +262,49 @@ def test_fork_child():
     os.unlink(cfg)
 
 
+def calls_total(pp, pid):
+    m = pp.request("/metrics")[2].decode()
+    return {k: int(v) for k, v in
+            re.findall(r'podprof_heap_calls_total\{pid="%d",kind="(\w+)"\} (\d+)' % pid, m)}
+
+
+def test_coverage_counted():
+    """The agent's call counters against a uprobe on the real malloc, on
+    covbench's known mix (not sampled: every call is counted): per
+    iteration the agent sees malloc and strdup's malloc (libc's own GOT
+    slot), misses a call through a pointer read before the redirection,
+    and sees the three frees; the uprobe sees all of them."""
+    import subprocess
+    n = 5000
+    wl = subprocess.Popen([COVBENCH], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    agent = probe = None
+    try:
+        check(wl.stdout.readline().strip() == "ready", "covbench did not start")
+        agent = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject",
+                        "--set", "offcpu.enabled=false")
+        agent.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+        probe = Podprof("--pid", str(wl.pid), "--set", "heap.mode=uprobe",
+                        "--set", "heap.over_budget=warn", "--set", "offcpu.enabled=false")
+        probe.wait_log(r"heap: tracing pid %d .*uretprobe|heap: tracing pid %d .*uprobe" %
+                       (wl.pid, wl.pid), timeout=20)
+        a0, u0 = calls_total(agent, wl.pid), calls_total(probe, wl.pid)
+        wl.stdin.write("%d\n" % n)
+        wl.stdin.flush()
+        check(wl.stdout.readline().strip() == "done", "covbench did not finish")
+        a1, u1 = calls_total(agent, wl.pid), calls_total(probe, wl.pid)
+        da = {k: a1[k] - a0[k] for k in ("alloc", "free")}
+        du = {k: u1[k] - u0[k] for k in ("alloc", "free")}
+        check(da == {"alloc": 2 * n, "free": 3 * n}, "agent counted %s, expected %s" %
+              (da, {"alloc": 2 * n, "free": 3 * n}))
+        check(du == {"alloc": 3 * n, "free": 3 * n}, "uprobe counted %s" % du)
+    finally:
+        for p in (probe, agent):
+            if p:
+                p.stop()
+        wl.kill()
+        wl.wait()
+
+
 if __name__ == "__main__":
-    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
+    run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach])
