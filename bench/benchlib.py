@@ -89,6 +89,21 @@ class Podprof:
                 pass
         return out
 
+    def wait_warm(self, idle=0.02, interval=0.5, timeout=15.0):
+        """Wait until podprof is warm: attached, injected, symbols loaded,
+        using less than `idle` of one CPU over `interval` seconds (so a run
+        timed after this measures the steady state, not podprof's start-up
+        competing for the cores). Returns seconds waited."""
+        t0 = time.monotonic()
+        c = proc_cpu_seconds(self.proc.pid)
+        while time.monotonic() - t0 < timeout:
+            time.sleep(interval)
+            c1 = proc_cpu_seconds(self.proc.pid)
+            if c1 - c < idle * interval:
+                break
+            c = c1
+        return time.monotonic() - t0
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -37,8 +37,10 @@ build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 PODPROF = os.path.join(build, "cmd/podprof/podprof")
 TESTS = "set,get,lpush,lpop,hset"
-# (name, arguments, -n unprofiled, -n profiled): podprof slows redis down so
-# much that its runs use fewer requests (req/s does not depend on -n here).
+# (name, arguments, -n unprofiled and with the agent, -n with uprobes): the
+# uprobe path slows redis down so much that its runs use fewer requests. The
+# agent rows use the unprofiled count: a short run would time podprof's
+# start-up rather than its steady state.
 WORKLOADS = [("-P 16", ["-P", "16"], 400000, 40000), ("-P 1", [], 40000, 10000)]
 BPFTOOL = "/usr/sbin/bpftool"
 
@@ -78,13 +80,15 @@ def run_plain(rs, port, extra, n, _n):
     return redis_benchmark(port, extra, n)
 
 
-def run_podprof(rs, port, extra, _n, n, cpu_window=0, settings=()):
+def run_podprof(rs, port, extra, n_full, n_short, cpu_window=0, settings=(), short=False):
+    n = n_short if short else n_full
     pp = Podprof(PODPROF, rs.pid, list(settings))
     try:
         bad = [x.strip() for x in pp.log if "heap:" in x and (" warn " in x or " error " in x)]
         if bad:
             raise RuntimeError("podprof: " + "; ".join(bad))
         time.sleep(1.0)
+        pp.wait_warm()
         m0 = pp.metrics()
         th = None
         if cpu_window:
@@ -186,8 +190,18 @@ def main():
                    ("podprof default (heap.mode=auto: injected agent)",
                     lambda *a: run_podprof(*a, settings=["heap.mode=inject"])),
                    ("podprof heap.mode=uprobe",
-                    lambda *a: run_podprof(*a, settings=["heap.mode=uprobe",
-                                                         "heap.over_budget=warn"]))]
+                    lambda *a: run_podprof(*a, short=True,
+                                           settings=["heap.mode=uprobe",
+                                                     "heap.over_budget=warn"]))]
+    if os.environ.get("PODPROF_SET"):
+        # one extra configuration, to find where the time goes: e.g.
+        # PODPROF_SET="offcpu.enabled=false heap.mode=inject"
+        extra_set = os.environ["PODPROF_SET"].split()
+        configs.append(("podprof " + " ".join(extra_set),
+                        lambda *a: run_podprof(*a, settings=extra_set)))
+    if os.environ.get("ONLY"):
+        keep = os.environ["ONLY"].split(",")  # e.g. ONLY=unprofiled,default
+        configs = [c for c in configs if any(k in c[0] for k in keep)]
     rs, port = start_redis()
     try:
         print("# %s, nice %d, loadavg before %s, redis-server pid %d port %d, %d repetitions" %
@@ -207,8 +221,8 @@ def main():
                 for name in rep:
                     rep[name]["ratio"] = rep[name]["rps"] / rep["unprofiled"]["rps"]
                     res[name].append(rep[name])
-            print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s -n %d (unprofiled) / %d "
-                  "(podprof)\n" % (TESTS, " ".join(extra), n_plain, n_prof))
+            print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s -n %d (unprofiled, agent) / "
+                  "%d (uprobe)\n" % (TESTS, " ".join(extra), n_plain, n_prof))
             print("| configuration | req/s (median) | throughput ratio (range) | heap events "
                   "per request | podprof CPU per request | podprof RSS |")
             print("|---|---|---|---|---|---|")

@@ -2034,6 +2034,20 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 					      "%.6f\n",
 					      pids[i], (double)ps.inject_pause_ns / 1e9);
 		}
+		pp_buf_printf(o, "# HELP podprof_heap_calls_total Allocator calls counted "
+				 "(agent: every call through a redirected slot; uprobe "
+				 "path: every probe hit).\n"
+				 "# TYPE podprof_heap_calls_total counter\n");
+		for (size_t i = 0; i < np; i++) {
+			struct pp_heap_proc_stats ps;
+			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
+				continue;
+			pp_buf_printf(o,
+				      "podprof_heap_calls_total{pid=\"%d\",kind=\"alloc\"} %" PRIu64
+				      "\npodprof_heap_calls_total{pid=\"%d\",kind=\"free\"} "
+				      "%" PRIu64 "\n",
+				      pids[i], ps.mallocs, pids[i], ps.frees);
+		}
 	}
 	if (a->offcpu) {
 		struct pp_offcpu_stats os;

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define PP_AGENT_MAGIC 0x31544e4741505050ull /* "PPPAGNT1" */
-#define PP_AGENT_VERSION 1u
+#define PP_AGENT_VERSION 2u
 #define PP_AGENT_MEMFD_NAME "podprof-agent"
 
 /* Entry points the agent wraps (GOT slots it can take over). */
@@ -66,6 +66,10 @@ struct pp_agent_hdr {
 	uint64_t data_off; /* page aligned */
 	uint64_t notify_alloc_off; /* pp_agent_sampled_alloc */
 	uint64_t notify_free_off; /* pp_agent_sampled_free */
+	/* pp_agent_store: `mov %rsi,(%rdi)` then `int3`. podprof single-steps
+	 * a stopped thread through the mov to write a GOT slot with one
+	 * aligned 8-byte store (see inject.c, store_slot). */
+	uint64_t store_off;
 	uint64_t wrap_off[PP_AG_NFN];
 };
 
@@ -82,7 +86,7 @@ struct pp_agent_thread {
 	uint64_t rng;
 	uint64_t calls; /* allocation calls seen */
 	uint64_t bytes; /* bytes requested */
-	uint64_t frees; /* free calls with a non-NULL pointer */
+	uint64_t frees; /* free-family and realloc calls with a non-NULL pointer */
 	uint64_t pad[2];
 };
 

@@ -41,6 +41,10 @@ HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by 
  * so the BPF program sees the entry stack pointer. */
 void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
 void pp_agent_sampled_free(void *p) HIDDEN;
+/* Never called: podprof points a stopped thread's rip here and single-steps
+ * the mov (3 bytes), so a GOT slot changes with one aligned 8-byte store,
+ * which no other thread can observe half done. */
+void pp_agent_store(void) HIDDEN;
 __asm__(".text\n"
 	".p2align 4\n"
 	".globl pp_agent_sampled_alloc\n"
@@ -60,7 +64,15 @@ __asm__(".text\n"
 	"  push %rbp\n"
 	"  pop %rbp\n"
 	"  ret\n"
-	".size pp_agent_sampled_free, .-pp_agent_sampled_free\n");
+	".size pp_agent_sampled_free, .-pp_agent_sampled_free\n"
+	".p2align 4\n"
+	".globl pp_agent_store\n"
+	".hidden pp_agent_store\n"
+	".type pp_agent_store,@function\n"
+	"pp_agent_store:\n"
+	"  mov %rsi, (%rdi)\n"
+	"  int3\n"
+	".size pp_agent_store, .-pp_agent_store\n");
 
 typedef void *(*fn1_t)(uint64_t, uint64_t, uint64_t);
 typedef void (*free_t)(void *, uint64_t, uint64_t);
@@ -284,16 +296,18 @@ HIDDEN void *w_calloc(uint64_t n, uint64_t m, uint64_t c)
 	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_CALLOC))(n, m, c));
 }
 
+/* realloc of a non-NULL pointer counts as a free of it (as on the uprobe
+ * path), realloc(p, 0) as a free only. */
 HIDDEN void *w_realloc(uint64_t p, uint64_t n, uint64_t c)
 {
-	struct pp_agent_thread *t;
+	struct pp_agent_thread *t = tstate();
 
 	if (p) {
+		t->frees++;
 		on_free(p);
 		if (!n)
 			return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
 	}
-	t = tstate();
 	if (likely(!count(t, n)))
 		return ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c);
 	return sampled_ptr(t, n, ((fn1_t)REAL(PP_AG_REALLOC))(p, n, c));
@@ -306,12 +320,13 @@ HIDDEN void *w_reallocarray(uint64_t p, uint64_t n, uint64_t m)
 
 	if (__builtin_mul_overflow(n, m, &size))
 		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m); /* fails, p untouched */
+	t = tstate();
 	if (p) {
+		t->frees++;
 		on_free(p);
 		if (!size)
 			return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
 	}
-	t = tstate();
 	if (likely(!count(t, size)))
 		return ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m);
 	return sampled_ptr(t, size, ((fn1_t)REAL(PP_AG_REALLOCARRAY))(p, n, m));
@@ -337,11 +352,26 @@ HIDDEN int w_posix_memalign(void **memptr, uint64_t al, uint64_t size)
 	return sampled_pma(t, size, memptr, ((pma_t)REAL(PP_AG_POSIX_MEMALIGN))(memptr, al, size));
 }
 
-#define FREE1(name, idx)                                  \
-	HIDDEN void name(void *p, uint64_t b, uint64_t c) \
-	{                                                 \
-		on_free((uint64_t)p);                     \
-		((free_t)REAL(idx))(p, b, c);             \
+/* Frees are counted in the calling thread's slot (the same line the
+ * allocation fast path uses); a thread away from its home slot counts
+ * out of line. */
+static __attribute__((noinline)) void free_count_slow(void)
+{
+	tstate()->frees++;
+}
+
+#define FREE1(name, idx)                                     \
+	HIDDEN void name(void *p, uint64_t b, uint64_t c)    \
+	{                                                    \
+		if (likely(p)) {                             \
+			struct pp_agent_thread *t = tfast(); \
+			if (likely(t))                       \
+				t->frees++;                  \
+			else                                 \
+				free_count_slow();           \
+			on_free((uint64_t)p);                \
+		}                                            \
+		((free_t)REAL(idx))(p, b, c);                \
 	}
 FREE1(w_free, PP_AG_FREE)
 FREE1(w_free_sized, PP_AG_FREE_SIZED)
@@ -367,6 +397,7 @@ HIDDEN struct pp_agent_hdr pp_agent_hdr __attribute__((section(".agenthdr"), use
 	.data_off = OFF(__data_start),
 	.notify_alloc_off = OFF(pp_agent_sampled_alloc),
 	.notify_free_off = OFF(pp_agent_sampled_free),
+	.store_off = OFF(pp_agent_store),
 	.wrap_off = {
 		[PP_AG_MALLOC] = OFF(w_malloc),
 		[PP_AG_CALLOC] = OFF(w_calloc),

@@ -26,6 +26,8 @@
 #include "procfs/procfs.h"
 #include "util/util.h"
 
+#define PAGE_SZ 4096u /* x86-64 */
+
 extern const unsigned char pp_agent_image[];
 extern const size_t pp_agent_image_len;
 
@@ -1119,27 +1121,139 @@ uint64_t pp_inject__free_off(const struct pp_inject *inj)
 	return inj ? inj->hdr.notify_free_off : 0;
 }
 
-/* Write one slot; /proc/PID/mem first, PTRACE_POKEDATA through a stopped
- * thread where forced writes are refused. */
-static int write_slot(struct pp_inject *inj, struct stopped *s, bool *stopped_once, uint64_t addr,
-		      uint64_t v)
-{
-	char why[128];
-	int r = write_mem(inj->pid, addr, &v, sizeof(v));
+/*
+ * GOT slot writes. A slot may be loaded by a running thread at any moment,
+ * so it must change with one aligned 8-byte store. Neither /proc/PID/mem
+ * nor PTRACE_POKEDATA promises that: both copy through the kernel's
+ * memcpy (access_remote_vm -> copy_to_user_page), which on CPUs with fast
+ * short rep movsb (FSRM, this machine) is a `rep movsb` whose stores are
+ * architecturally byte-sized. So a target thread makes the store itself:
+ * one thread is stopped (stop_one), its rip set to the agent's
+ * pp_agent_store (`mov %rsi,(%rdi)`) and single-stepped through that one
+ * instruction. A RELRO page is made writable around its stores by remote
+ * mprotect calls in the same thread and put back as the maps showed it;
+ * other threads only ever read the slot, so the short window changes
+ * nothing they can observe. Used for every slot write: the first patch,
+ * modules loaded later (dlopen) and the restore on detach.
+ */
+struct slot_writer {
+	struct stopped s;
+	bool tried; /* stop_one was attempted */
+	struct pp_maps maps;
+	bool have_maps;
+	uint64_t open_page; /* page made writable, 0: none */
+	uint32_t open_prot; /* its protection before (PROT_*) */
+};
 
-	if (r == 0)
+static uint32_t to_prot(uint32_t pp)
+{
+	return ((pp & PP_PROT_R) ? PROT_READ : 0) | ((pp & PP_PROT_W) ? PROT_WRITE : 0) |
+	       ((pp & PP_PROT_X) ? PROT_EXEC : 0);
+}
+
+static int close_page(struct slot_writer *w)
+{
+	long rr = 0;
+	int r;
+
+	if (!w->open_page)
 		return 0;
-	if (!s->seized) {
-		if (*stopped_once)
-			return r;
-		*stopped_once = true;
-		r = stop_one(inj->pid, inj->max_pause_ms, s, why, sizeof(why));
+	r = remote_syscall(&w->s, SYS_mprotect, w->open_page, PAGE_SZ, w->open_prot, 0, 0, 0, &rr);
+	w->open_page = 0;
+	return r < 0 ? r : (rr < 0 ? (int)rr : 0);
+}
+
+/* Single-step the stopped thread through pp_agent_store. */
+static int remote_store(struct stopped *s, uint64_t gadget, uint64_t addr, uint64_t v)
+{
+	struct user_regs_struct r = s->saved;
+	int status, tries = 0;
+
+	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
+	r.rip = gadget;
+	r.rdi = addr;
+	r.rsi = v;
+	if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) < 0)
+		return -errno;
+	for (;;) {
+		int e;
+
+		if (ptrace(PTRACE_SINGLESTEP, s->tid, NULL, NULL) < 0)
+			return -errno;
+		e = wait_stop(s->tid, pp_now_mono_ns() + 2000000000ull, &status);
+		if (e < 0)
+			return e;
+		if (!WIFSTOPPED(status))
+			return -ESRCH;
+		if (ptrace(PTRACE_GETREGS, s->tid, NULL, &r) < 0)
+			return -errno;
+		if (r.rip == gadget + 3)
+			return 0;
+		if ((status >> 16) == 0 && WSTOPSIG(status) == SIGSEGV && r.rip == gadget)
+			return -EFAULT; /* our store faulted: not the program's signal */
+		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
+			s->signal = WSTOPSIG(status); /* keep it for detach */
+		if (r.rip != gadget || ++tries > 16)
+			return -EPROTO;
+	}
+}
+
+static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t addr, uint64_t v)
+{
+	uint64_t page = addr & ~(uint64_t)(PAGE_SZ - 1), cur = 0;
+	const struct pp_map *m;
+	char why[128];
+	long rr = 0;
+	int r;
+
+	if (addr & 7)
+		return -EINVAL;
+	if (read_mem(inj->pid, addr, &cur, sizeof(cur)) == 0 && cur == v)
+		return 0;
+	if (!w->s.seized) {
+		if (w->tried)
+			return -ESRCH;
+		w->tried = true;
+		r = stop_one(inj->pid, inj->max_pause_ms, &w->s, why, sizeof(why));
 		if (r < 0)
 			return r;
+		w->have_maps = pp_maps__read(inj->pid, &w->maps) == 0;
 	}
-	if (ptrace(PTRACE_POKEDATA, s->tid, (void *)addr, (void *)v) < 0)
-		return -errno;
-	return 0;
+	if (!w->have_maps)
+		return -EIO;
+	if (page != w->open_page) {
+		r = close_page(w);
+		if (r < 0)
+			return r;
+		m = pp_maps__find(&w->maps, addr);
+		if (!m)
+			return -EFAULT;
+		if (!(m->prot & PP_PROT_W)) {
+			r = remote_syscall(&w->s, SYS_mprotect, page, PAGE_SZ,
+					   to_prot(m->prot) | PROT_WRITE, 0, 0, 0, &rr);
+			if (r < 0)
+				return r;
+			if (rr < 0)
+				return (int)rr;
+			w->open_page = page;
+			w->open_prot = to_prot(m->prot);
+		}
+	}
+	return remote_store(&w->s, inj->base + inj->hdr.store_off, addr, v);
+}
+
+/* Put the last page back and let the thread go; the pause it took. */
+static uint64_t writer_done(struct slot_writer *w)
+{
+	uint64_t pause;
+
+	if (w->s.seized)
+		close_page(w);
+	pause = resume(&w->s);
+	if (w->have_maps)
+		pp_maps__free(&w->maps);
+	w->have_maps = false;
+	return pause;
 }
 
 static int sync_real(struct pp_inject *inj)
@@ -1151,8 +1265,7 @@ static int sync_real(struct pp_inject *inj)
 
 int pp_inject__patch(struct pp_inject *inj)
 {
-	struct stopped s = { 0 };
-	bool stopped_once = false;
+	struct slot_writer w = { 0 };
 	uint64_t before[PP_AG_NFN];
 	int r = 0, done = 0;
 
@@ -1168,6 +1281,12 @@ int pp_inject__patch(struct pp_inject *inj)
 	if (r < 0)
 		return r;
 	choose_real(inj);
+	/* A target a wrapper already forwards to never changes (a thread may
+	 * be loading it); only entries still 0 are filled, before any slot
+	 * leads to their wrapper, so no thread reads them while written. */
+	for (int fn = 0; fn < PP_AG_NFN; fn++)
+		if (before[fn])
+			inj->real[fn] = before[fn];
 	if (memcmp(before, inj->real, sizeof(before)) != 0) {
 		r = sync_real(inj);
 		if (r < 0)
@@ -1188,8 +1307,7 @@ int pp_inject__patch(struct pp_inject *inj)
 		}
 		if (!sl->orig)
 			sl->orig = real; /* lazy slot: restore to the bound function */
-		r = write_slot(inj, &s, &stopped_once, sl->addr,
-			       inj->base + inj->hdr.wrap_off[sl->fn]);
+		r = write_slot(inj, &w, sl->addr, inj->base + inj->hdr.wrap_off[sl->fn]);
 		if (r < 0)
 			break;
 		sl->patched = true;
@@ -1207,7 +1325,7 @@ int pp_inject__patch(struct pp_inject *inj)
 		inj->slots[k++] = inj->slots[i];
 	}
 	inj->nslots = k;
-	uint64_t pause = resume(&s);
+	uint64_t pause = writer_done(&w);
 	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
 	return r < 0 ? r : done;
 }
@@ -1236,8 +1354,10 @@ void pp_inject__unload(struct pp_inject *inj)
 
 int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 {
-	struct pp_agent_thread *th;
-	size_t nth = (1u << PP_AGENT_THREAD_BITS) + 1, off;
+	struct pp_agent_thread th[64];
+	size_t nth = (1u << PP_AGENT_THREAD_BITS) + 1;
+	uint64_t off;
+	int fd;
 	uint64_t set_full = 0;
 
 	if (!inj || !ret)
@@ -1258,18 +1378,27 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 	}
 	for (size_t i = 0; i < inj->nslots; i++)
 		ret->slots += inj->slots[i].patched;
-	th = calloc(nth, sizeof(*th));
-	if (!th)
-		return -ENOMEM;
-	off = offsetof(struct pp_agent_data, overflow);
-	if (read_mem(inj->pid, inj->base + inj->hdr.data_off + off, th, nth * sizeof(*th)) == 0) {
-		for (size_t i = 0; i < nth; i++) {
-			ret->calls += th[i].calls;
-			ret->bytes += th[i].bytes;
-			ret->frees += th[i].frees;
+	/* Chunks into a stack buffer through one descriptor: a 256 KiB heap
+	 * buffer per call (twice a second: tick and /metrics) meant an mmap,
+	 * 64 page faults and an munmap with a TLB-shootdown IPI each time,
+	 * visible in a perf profile of podprof next to a busy redis. */
+	off = inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, overflow);
+	fd = mem_fd(inj->pid, O_RDONLY);
+	for (size_t i = 0; fd >= 0 && i < nth;) {
+		size_t k = PP_MIN(nth - i, sizeof(th) / sizeof(th[0]));
+
+		if (pread(fd, th, k * sizeof(*th), (off_t)(off + i * sizeof(*th))) !=
+		    (ssize_t)(k * sizeof(*th)))
+			break;
+		for (size_t j = 0; j < k; j++) {
+			ret->calls += th[j].calls;
+			ret->bytes += th[j].bytes;
+			ret->frees += th[j].frees;
 		}
+		i += k;
 	}
-	free(th);
+	if (fd >= 0)
+		close(fd);
 	if (read_mem(inj->pid,
 		     inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, set_full),
 		     &set_full, sizeof(set_full)) == 0)
@@ -1279,8 +1408,7 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 
 void pp_inject__detach(struct pp_inject *inj)
 {
-	struct stopped s = { 0 };
-	bool stopped_once = false;
+	struct slot_writer w = { 0 };
 
 	struct pp_agent_hdr h;
 	bool same_image;
@@ -1301,9 +1429,9 @@ void pp_inject__detach(struct pp_inject *inj)
 		if (read_mem(inj->pid, sl->addr, &cur, sizeof(cur)) < 0 ||
 		    cur != inj->base + inj->hdr.wrap_off[sl->fn])
 			continue;
-		write_slot(inj, &s, &stopped_once, sl->addr, sl->orig);
+		write_slot(inj, &w, sl->addr, sl->orig);
 	}
-	resume(&s);
+	writer_done(&w);
 	if (inj->memfd >= 0)
 		close(inj->memfd);
 	free(inj->slots);

@@ -13,9 +13,11 @@
  *   that memfd. podprof writes the image through /proc/PID/fd/N. No code
  *   of the target's loader or allocator runs; the thread's registers are
  *   restored and it is detached (signals seen meanwhile are re-delivered).
- * - GOT slots are written with /proc/PID/mem, or PTRACE_POKEDATA while a
- *   thread is stopped where the kernel refuses forced /proc writes, so
- *   RELRO pages stay read-only.
+ * - GOT slots are written by a stopped target thread single-stepped
+ *   through one aligned 8-byte `mov` in the agent (pp_agent_store), a
+ *   RELRO page made writable around it by remote mprotect calls: neither
+ *   /proc/PID/mem nor PTRACE_POKEDATA promises an atomic 8-byte write
+ *   (both are the kernel's memcpy). See docs/heap-inject.md.
  * - An agent already present (podprof restarted) is found by its memfd
  *   name and header magic and reused; detaching restores the slots and
  *   never unmaps the code (a thread may be running it).

@@ -20,6 +20,7 @@ LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
 LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
 CXX = os.environ.get("WL_HEAP_CXX")
+COVBENCH = os.environ.get("WL_COVBENCH")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -29,10 +30,27 @@ def agent_maps(pid):
         return [l for l in f if "podprof-agent" in l]
 
 
+def file_maps(pid):
+    """(start, end, perms, path) of the file-backed mappings but the agent's:
+    the slot writes must leave them as they were (RELRO read-only again,
+    vmas merged back after the temporary mprotect)."""
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            x = l.split()
+            if len(x) >= 6 and x[5].startswith("/") and "podprof-agent" not in l:
+                out.append((x[0], x[1], x[5]))
+    return out
+
+
+MAPS_BEFORE = {}
+
+
 def sites(path, mode, env=None):
     e = dict(os.environ, **env) if env else None
     wl = Workload([path, "full"], env=e)
     check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    MAPS_BEFORE[wl.pid] = file_maps(wl.pid)
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
                  "--set", "offcpu.enabled=false", "--set", "heap.mode=" + mode,
                  "--set", "heap.over_budget=warn")
@@ -49,12 +67,27 @@ def test_glibc_injected():
     log = pp.log_text()
     check("injected agent" in log, "not injected:\n" + log[-800:])
     check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    check(file_maps(wl.pid) == MAPS_BEFORE[wl.pid],
+          "module mappings changed by the slot writes:\n%s\n%s" %
+          (MAPS_BEFORE[wl.pid], file_maps(wl.pid)))
     heap = pp.profile("/debug/pprof/heap")
     check_sites(heap, "glibc-inject")
     check(any("heap mode=inject" in c for c in heap["comments"]), "comments %s" % heap["comments"])
     m = pp.request("/metrics")[2].decode()
     check(re.search(r'podprof_heap_injected\{pid="%d",reason=""\} 1' % wl.pid, m), "metrics:\n" + m[-1500:])
     check("podprof_heap_inject_pause_seconds{pid=\"%d\"}" % wl.pid in m, "no pause metric")
+    # The agent counts every free (not sampled): sites.c frees 2 x 8260
+    # site_c blocks and 4 aligned ones after the attach, and reallocs its
+    # chain 9 times (a realloc of a block counts as its free, as on the
+    # uprobe path); libc may free a few of its own through the patched
+    # slots, never fewer.
+    fm = re.search(r'podprof_heap_calls_total\{pid="%d",kind="free"\} (\d+)' % wl.pid, m)
+    check(fm, "no free counter:\n" + m[-1500:])
+    frees = int(fm.group(1))
+    check(16524 <= frees <= 16524 + 1000, "agent counted %d frees, workload made 16524" % frees)
+    com = [c for c in heap["comments"] if "frees=" in c]
+    check(com and int(re.search(r"frees=(\d+)", com[0]).group(1)) >= 16524,
+          "heap comments: %s" % com)
     pp.stop()
     # Detached: the slots point at libc again, the process keeps running.
     check(wl.alive(), "workload died after detach")
@@ -229,6 +262,49 @@ def test_fork_child():
     os.unlink(cfg)
 
 
+def calls_total(pp, pid):
+    m = pp.request("/metrics")[2].decode()
+    return {k: int(v) for k, v in
+            re.findall(r'podprof_heap_calls_total\{pid="%d",kind="(\w+)"\} (\d+)' % pid, m)}
+
+
+def test_coverage_counted():
+    """The agent's call counters against a uprobe on the real malloc, on
+    covbench's known mix (not sampled: every call is counted): per
+    iteration the agent sees malloc and strdup's malloc (libc's own GOT
+    slot), misses a call through a pointer read before the redirection,
+    and sees the three frees; the uprobe sees all of them."""
+    import subprocess
+    n = 5000
+    wl = subprocess.Popen([COVBENCH], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    agent = probe = None
+    try:
+        check(wl.stdout.readline().strip() == "ready", "covbench did not start")
+        agent = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject",
+                        "--set", "offcpu.enabled=false")
+        agent.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+        probe = Podprof("--pid", str(wl.pid), "--set", "heap.mode=uprobe",
+                        "--set", "heap.over_budget=warn", "--set", "offcpu.enabled=false")
+        probe.wait_log(r"heap: tracing pid %d .*uretprobe|heap: tracing pid %d .*uprobe" %
+                       (wl.pid, wl.pid), timeout=20)
+        a0, u0 = calls_total(agent, wl.pid), calls_total(probe, wl.pid)
+        wl.stdin.write("%d\n" % n)
+        wl.stdin.flush()
+        check(wl.stdout.readline().strip() == "done", "covbench did not finish")
+        a1, u1 = calls_total(agent, wl.pid), calls_total(probe, wl.pid)
+        da = {k: a1[k] - a0[k] for k in ("alloc", "free")}
+        du = {k: u1[k] - u0[k] for k in ("alloc", "free")}
+        check(da == {"alloc": 2 * n, "free": 3 * n}, "agent counted %s, expected %s" %
+              (da, {"alloc": 2 * n, "free": 3 * n}))
+        check(du == {"alloc": 3 * n, "free": 3 * n}, "uprobe counted %s" % du)
+    finally:
+        for p in (probe, agent):
+            if p:
+                p.stop()
+        wl.kill()
+        wl.wait()
+
+
 if __name__ == "__main__":
-    run([test_glibc_injected, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
+    run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach])
