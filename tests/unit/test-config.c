@@ -994,10 +994,10 @@ static void t_docs_cover_every_key(void **state)
 			 (int)(colon - name), name);
 		snprintf(cell, sizeof(cell), "`%s`", key);
 		snprintf(env, sizeof(env), "`PODPROF_");
-		for (const char *p = key; *p; p++) {
-			char ch = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
-			strncat(env, &ch, 1);
-		}
+		size_t el = strlen(env);
+		for (const char *p = key; *p && el + 1 < sizeof(env); p++)
+			env[el++] = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
+		env[el] = '\0';
 		strcat(env, "`");
 		if (strcmp(key, "targets") == 0)
 			continue;
