@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -488,12 +489,28 @@ static void drop_capabilities(void)
 		pp_info("capabilities: kept %s; dropped the rest", after);
 }
 
+/* glibc malloc tuned for a long-running sidecar (bench/BENCHMARKS.md
+ * section 6): two arenas instead of one per thread (each arena keeps the
+ * pages its thread once touched), and large buffers (profiles, gzip, ELF
+ * sections) always from mmap so that freeing them returns the memory (by
+ * default the threshold grows to the largest buffer freed, and later
+ * buffers of that size stay in the heap). The agent also trims the heap
+ * now and then. Before any thread exists. */
+static void malloc_setup(void)
+{
+	if (!getenv("MALLOC_ARENA_MAX"))
+		mallopt(M_ARENA_MAX, 2);
+	if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+		mallopt(M_MMAP_THRESHOLD, 128 << 10);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
 	struct pp_config *cfg = NULL;
 	char *token = NULL;
 
+	malloc_setup();
 	if (argc > 1 && !strcmp(argv[1], "check-config"))
 		return cmd_check_config(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "healthcheck"))

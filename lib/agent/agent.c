@@ -4,6 +4,7 @@
 #include "podprof-config.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,6 +28,7 @@
 #define MAX_PCS 256
 #define MAX_SERVERS 16
 #define THREADCREATE_MAX 65536
+#define TRIM_INTERVAL_NS (10ull * 1000 * 1000 * 1000)
 
 enum consumer { C_CPU = 0, C_HEAP, C_OFFCPU, C_SNAPSHOT, C__COUNT };
 
@@ -147,6 +149,7 @@ struct pp_agent {
 	atomic_uint_fast64_t heap_events, offcpu_events, attach_errors, discovery_passes;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	uint64_t last_memstats_ns;
+	uint64_t last_trim_ns; /* discovery thread only */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -831,6 +834,11 @@ static void *discovery_main(void *arg)
 		if (iv && now - a->last_memstats_ns >= (uint64_t)iv * 1000000000ull) {
 			a->last_memstats_ns = now;
 			log_memstats(a);
+		}
+		/* Give freed heap pages back (every arena; a few ms at most). */
+		if (now - a->last_trim_ns >= TRIM_INTERVAL_NS) {
+			a->last_trim_ns = now;
+			malloc_trim(0);
 		}
 		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
 		     w += 50)
@@ -1566,6 +1574,10 @@ static uint64_t self_rss_kb(void)
 
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
 
+/* /metrics text. Locks: a->lock (copies of the target list only; the
+ * targets' /proc files are read after it is released), the store's,
+ * sampler's, heap tracer's, off-CPU tracer's and symbolizer's stats locks
+ * one at a time (counters copied, no file I/O), a->state_lock. */
 static int src_metrics(void *ctx, struct pp_buf *o)
 {
 	struct source_ctx *sc = ctx;
@@ -1592,22 +1604,35 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
 		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
 		      self_rss_kb() * 1024);
+	/* Under a->lock only copies; /proc is read after it is dropped. */
+	struct {
+		pid_t pid;
+		char comm[16];
+	} tv[256];
+	size_t nt, ntv = 0;
+	int windows;
 	pthread_mutex_lock(&a->lock);
-	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", a->n_targets);
+	nt = a->n_targets;
+	windows = a->cpu_windows;
+	for (; ntv < a->n_targets && ntv < ARRAY_SIZE(tv); ntv++) {
+		tv[ntv].pid = a->targets[ntv].pid;
+		memcpy(tv[ntv].comm, a->targets[ntv].comm, sizeof(tv[ntv].comm));
+	}
+	pthread_mutex_unlock(&a->lock);
+	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", nt);
 	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
-		      a->cpu_windows);
+		      windows);
 	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
 		      pp_offcpu__enabled(a->offcpu) ? 1 : 0);
 	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
-	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
+	for (size_t i = 0; i < ntv; i++) {
 		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0)
+		if (pp_proc__read_status(tv[i].pid, &ps) == 0)
 			pp_buf_printf(o,
 				      "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"%s\"}"
 				      " %" PRIu64 "\n",
-				      a->targets[i].pid, a->targets[i].comm, ps.vm_rss_kb * 1024);
+				      tv[i].pid, tv[i].comm, ps.vm_rss_kb * 1024);
 	}
-	pthread_mutex_unlock(&a->lock);
 #define C(name, help, val)                                                     \
 	pp_buf_printf(o,                                                       \
 		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
@@ -1945,7 +1970,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.stack_bytes = PP_MIN(a->cfg->cpu.stack_bytes, 16384u),
 			.min_block_ns = (uint64_t)a->cfg->offcpu.min_block_us * 1000,
 			.sample_ns = 0,
-			.ringbuf_bytes = 4 << 20, /* charged to the sidecar's memory cgroup */
+			.ringbuf_bytes = 1 << 20, /* memory cgroup; twice in RSS (BENCHMARKS 6) */
 		};
 		a->offcpu = pp_offcpu__new(&oo, on_offcpu_event, a);
 		if (!a->offcpu) {

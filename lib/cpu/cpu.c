@@ -12,7 +12,8 @@
  * a target it returns after one helper call and one hash lookup (99 Hz x
  * CPUs: nothing measurable for neighbours), and while sampling is off the
  * events are disabled. Memory is one ring buffer (BPF memory is charged to
- * the memory cgroup, not to RLIMIT_MEMLOCK) and a scratch record per CPU.
+ * the memory cgroup, not to RLIMIT_MEMLOCK; sized from the CPU count, the
+ * rate and the stack copy size) and a scratch record per CPU.
  *
  * Records are written without wakeups unless the ring is half full; poll
  * waits on the ring's epoll fd and an eventfd that flush uses to make the
@@ -47,9 +48,15 @@
 
 _Static_assert(CPU_NREGS == PP_NREGS, "register count");
 
-#define MIN_RINGBUF_BYTES (8u << 20)
+/* The automatic ring size holds RING_MS of samples taken at the full rate
+ * on every CPU, each with a full stack copy: the consumer drains every
+ * 100 ms (and when the ring is half full), so this leaves room for a
+ * consumer that falls behind by ~200 ms. libbpf maps the data pages twice
+ * and the kernel maps them all at once: the ring counts twice its size in
+ * the sidecar's RSS, used or not. */
+#define MIN_RINGBUF_BYTES (1u << 20)
 #define MAX_RINGBUF_BYTES (64u << 20)
-#define PER_CPU_RINGBUF_BYTES (4u << 20)
+#define RING_MS 250u
 #define SWEEP_NS (1000ull * 1000 * 1000)
 
 struct pp_cpu_sampler {
@@ -223,7 +230,8 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		goto fail;
 	}
 	if (!s->opts.ringbuf_bytes) {
-		uint64_t want = (uint64_t)s->ncpus * PER_CPU_RINGBUF_BYTES;
+		uint64_t rec = sizeof(struct cpu_rec) + opts->stack_bytes + 8;
+		uint64_t want = (uint64_t)s->ncpus * opts->frequency_hz * rec * RING_MS / 1000;
 		s->opts.ringbuf_bytes = MIN_RINGBUF_BYTES;
 		while (s->opts.ringbuf_bytes < want && s->opts.ringbuf_bytes < MAX_RINGBUF_BYTES)
 			s->opts.ringbuf_bytes *= 2;
