@@ -102,11 +102,13 @@ static void exp_table_fill(volatile uint32_t *t)
 }
 
 /* The ring holds at least RING_EVENTS allocation events with a full stack
- * copy (most stacks are shallower, so more fit): sampled allocations come
- * at most a few hundred per second and the consumer drains every 100 ms and
- * when the ring is half full. The kernel maps the ring's pages at once and
- * libbpf maps them twice, so it costs twice its size of RSS. */
-#define RING_EVENTS 32u
+ * copy (4 MiB with 32 KiB stacks; it was 16 MiB): the consumer drains every
+ * 100 ms and when the ring is half full, and unwinds each event, so a burst
+ * of sampled allocations (test-heap-trace: ~1,700 in well under a second)
+ * must fit while it catches up; 2 MiB dropped some there. The kernel maps
+ * the ring's pages at once and libbpf maps them twice, so it costs twice
+ * its size of RSS. */
+#define RING_EVENTS 64u
 #define RING_MIN_BYTES (1u << 20)
 #define RING_MAX_BYTES (16u << 20)
 

@@ -101,11 +101,11 @@ def test_bpf_rings_sized_from_rate():
                     total += int(m.group(2), 16) - int(m.group(1), 16)
         # Defaults: 99 Hz, 32 KiB stacks (a record header is < 2 KiB); the
         # CPU ring holds 250 ms at the full rate on every possible CPU, the
-        # heap ring 32 full events, the off-CPU ring 1 MiB. Each ring's data
+        # heap ring 64 full events, the off-CPU ring 1 MiB. Each ring's data
         # pages are mapped twice; the rest is small mmapped BPF data.
         mib = 1 << 20
         cpu = pow2_at_least(possible_cpus() * 99 * (32768 + 2048 + 8) // 4, mib, 64 * mib)
-        heap = 2 * mib
+        heap = 4 * mib
         bound = 2 * (cpu + heap + mib) + mib
         check(total >= 2 * 3 * mib, "BPF ring mappings not found: %d bytes" % total)
         check(total <= bound, "BPF maps mapped %.1f MiB, more than rings sized from the rate "
