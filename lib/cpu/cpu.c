@@ -51,11 +51,14 @@ _Static_assert(CPU_NREGS == PP_NREGS, "register count");
 /* The automatic ring size holds RING_MS of samples taken at the full rate
  * on every CPU, each with a full stack copy: the consumer drains every
  * 100 ms (and when the ring is half full), so this leaves room for a
- * consumer that falls behind by ~200 ms. libbpf maps the data pages twice
- * and the kernel maps them all at once: the ring counts twice its size in
- * the sidecar's RSS, used or not. */
+ * consumer that falls behind by ~150 ms. It is never above PER_CPU_CAP
+ * per CPU (the earlier fixed size; at high rates the ring then holds less
+ * time). libbpf maps the data pages twice and the kernel maps them all at
+ * once: the ring counts twice its size in the sidecar's RSS, used or not
+ * (2 MiB, 4 MiB of RSS, at 99 Hz on 2 CPUs; it was 8 MiB). */
 #define MIN_RINGBUF_BYTES (1u << 20)
 #define MAX_RINGBUF_BYTES (64u << 20)
+#define PER_CPU_CAP (4u << 20)
 #define RING_MS 250u
 #define SWEEP_NS (1000ull * 1000 * 1000)
 
@@ -232,6 +235,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 	if (!s->opts.ringbuf_bytes) {
 		uint64_t rec = sizeof(struct cpu_rec) + opts->stack_bytes + 8;
 		uint64_t want = (uint64_t)s->ncpus * opts->frequency_hz * rec * RING_MS / 1000;
+		want = PP_MIN(want, (uint64_t)s->ncpus * PER_CPU_CAP);
 		s->opts.ringbuf_bytes = MIN_RINGBUF_BYTES;
 		while (s->opts.ringbuf_bytes < want && s->opts.ringbuf_bytes < MAX_RINGBUF_BYTES)
 			s->opts.ringbuf_bytes *= 2;

@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -101,28 +100,6 @@ static void exp_table_fill(volatile uint32_t *t)
 	}
 }
 
-/* The ring holds at least RING_EVENTS allocation events with a full stack
- * copy (4 MiB with 32 KiB stacks; it was 16 MiB): the consumer drains every
- * 100 ms and when the ring is half full, and unwinds each event, so a burst
- * of sampled allocations (test-heap-trace: ~1,700 in well under a second)
- * must fit while it catches up; 2 MiB dropped some there. The kernel maps
- * the ring's pages at once and libbpf maps them twice, so it costs twice
- * its size of RSS. */
-#define RING_EVENTS 64u
-#define RING_MIN_BYTES (1u << 20)
-#define RING_MAX_BYTES (16u << 20)
-
-static uint32_t ring_bytes(unsigned stack_bytes)
-{
-	uint64_t want = (uint64_t)RING_EVENTS * (offsetof(struct heap_alloc_event, stack) +
-						 PP_MIN(stack_bytes, (unsigned)HEAP_MAX_STACK));
-	uint32_t b = RING_MIN_BYTES;
-
-	while (b < want && b < RING_MAX_BYTES)
-		b *= 2;
-	return b;
-}
-
 static int open_load(struct pp_heap_tracer *t, bool with_session)
 {
 	struct heap_bpf *s = heap_bpf__open();
@@ -140,7 +117,6 @@ static int open_load(struct pp_heap_tracer *t, bool with_session)
 	exp_table_fill(s->rodata->exp_table);
 	bpf_map__set_max_entries(s->maps.live, PP_MAX(t->opts.max_live, 16u));
 	bpf_map__set_max_entries(s->maps.scratch, (uint32_t)t->ncpus);
-	bpf_map__set_max_entries(s->maps.rb, ring_bytes(t->opts.stack_bytes));
 	if (with_session) {
 		bpf_program__set_expected_attach_type(s->progs.heap_session,
 						      (enum bpf_attach_type)ATTACH_UPROBE_SESSION);
