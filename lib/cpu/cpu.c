@@ -41,6 +41,7 @@
 
 #include "cpu.skel.h"
 #include "util/log.h"
+#include "util/ringbuf.h"
 #include "util/util.h"
 
 /* bpf/cpu.h, the record layout shared with BPF */
@@ -64,7 +65,7 @@ _Static_assert(CPU_NREGS == PP_NREGS, "register count");
 
 struct pp_cpu_sampler {
 	struct cpu_bpf *skel;
-	struct ring_buffer *rb;
+	struct pp_ringbuf *rb;
 	struct pp_cpu_opts opts;
 	pp_cpu_sample_fn fn;
 	void *ctx;
@@ -289,7 +290,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		pp_dbg("cpu: no per-CPU cpu-clock event: %s", strerror(-r));
 		goto fail;
 	}
-	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.rb), on_record, s, NULL);
+	s->rb = pp_ringbuf__new(bpf_map__fd(s->skel->maps.rb), s->opts.ringbuf_bytes, on_record, s);
 	if (!s->rb) {
 		r = -errno;
 		goto fail;
@@ -301,7 +302,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		goto fail;
 	}
 	struct epoll_event ee = { .events = EPOLLIN, .data.u32 = 0 };
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(s->rb), &ee) < 0) {
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, pp_ringbuf__epoll_fd(s->rb), &ee) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -441,7 +442,7 @@ int pp_cpu_sampler__poll(struct pp_cpu_sampler *s, int timeout_ms)
 	/* Everything committed before now is in the ring: drain it all (the
 	 * ring's own wakeup comes only when it is half full). */
 	now = pp_now_mono_ns();
-	r = ring_buffer__consume(s->rb);
+	r = pp_ringbuf__consume(s->rb);
 	pthread_mutex_lock(&s->lock);
 	s->consumed_ns = now;
 	pthread_cond_broadcast(&s->drained);
@@ -516,7 +517,7 @@ void pp_cpu_sampler__free(struct pp_cpu_sampler *s)
 	for (int i = 0; s->pfds && i < s->ncpus; i++)
 		if (s->pfds[i] >= 0)
 			close(s->pfds[i]);
-	ring_buffer__free(s->rb);
+	pp_ringbuf__free(s->rb);
 	cpu_bpf__destroy(s->skel);
 	if (s->epfd >= 0)
 		close(s->epfd);
