@@ -5,10 +5,9 @@
 99 Hz /debug/pprof/profile window open and /debug/pprof/heap fetched, then
 podprof's /proc/PID/smaps summed by kind of mapping:
 
-- bpf rings: BPF ring buffer maps (libbpf maps the data area twice, the
-  consumer page once; every mapping counts in VmRSS although the pages are
-  the same)
-- other bpf maps: mmapped BPF arrays
+- BPF maps (anon_inode:bpf-map): the ring buffers (all pages mapped at
+  mmap time; libbpf's consumer mapped each data area twice, and both
+  mappings count in VmRSS) and small mmapped BPF arrays
 - heap: the main arena ([heap])
 - thread arenas: glibc per-thread arenas (anonymous, 64 MiB reserved each)
 - thread stacks: anonymous mappings directly above a guard page
@@ -61,10 +60,8 @@ def classify(maps):
         size = (end - start) // 1024
         prev = maps[i - 1] if i else None
         nxt = maps[i + 1] if i + 1 < len(maps) else None
-        if "bpf-ringbuf" in name or "bpf_ringbuf" in name:
-            kind = "bpf rings"
-        elif "bpf" in name:
-            kind = "other bpf maps"
+        if "bpf" in name:
+            kind = "BPF maps"
         elif name == "[heap]":
             kind = "heap (main arena)"
         elif name.startswith("/"):
@@ -140,9 +137,9 @@ def main():
         load.wait()
         time.sleep(5)
         table(pp.pid, "podprof 5 s after the load stopped")
+        words = ("resident", "symbol", "lost", "drop", "samples_total", "events_total")
         print("\nmetrics: " + ", ".join("%s=%g" % (k, v) for k, v in sorted(m.items())
-                                        if any(w in k for w in ("resident", "symbol", "lost", "drop", "samples_total",
-                                                                "events_total"))))
+                                        if any(w in k for w in words)))
     finally:
         if pp:
             pp.stop()
