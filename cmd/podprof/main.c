@@ -489,19 +489,17 @@ static void drop_capabilities(void)
 		pp_info("capabilities: kept %s; dropped the rest", after);
 }
 
-/* glibc malloc tuned for a long-running sidecar (bench/BENCHMARKS.md
- * section 6): two arenas instead of one per thread (each arena keeps the
- * pages its thread once touched), and large buffers (profiles, gzip, ELF
- * sections) always from mmap so that freeing them returns the memory (by
- * default the threshold grows to the largest buffer freed, and later
- * buffers of that size stay in the heap). The agent also trims the heap
- * now and then. Before any thread exists. */
+/* glibc malloc for a long-running sidecar (bench/BENCHMARKS.md section 6):
+ * two arenas instead of one per thread (each arena keeps the pages its
+ * thread once touched); the agent gives freed pages back with malloc_trim
+ * every 10 s. The mmap threshold stays dynamic: fixed at 128 KiB, buffers
+ * allocated and freed every second (/proc reads) were mmapped and unmapped
+ * each time, and the TLB shootdowns of munmap made podprof's CPU per
+ * sample 30% higher. Before any thread exists. */
 static void malloc_setup(void)
 {
 	if (!getenv("MALLOC_ARENA_MAX"))
 		mallopt(M_ARENA_MAX, 2);
-	if (!getenv("MALLOC_MMAP_THRESHOLD_"))
-		mallopt(M_MMAP_THRESHOLD, 128 << 10);
 }
 
 int main(int argc, char **argv)
