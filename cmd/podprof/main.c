@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -510,12 +511,26 @@ static void raise_nofile(void)
 		       (unsigned long)rl.rlim_max);
 }
 
+/* glibc malloc for a long-running sidecar (bench/BENCHMARKS.md section 7):
+ * two arenas instead of one per thread (each arena keeps the pages its
+ * thread once touched); the agent gives freed pages back with malloc_trim
+ * every 10 s. The mmap threshold stays dynamic: fixed at 128 KiB, buffers
+ * allocated and freed every second (/proc reads) were mmapped and unmapped
+ * each time, and the TLB shootdowns of munmap made podprof's CPU per
+ * sample 30% higher. Before any thread exists. */
+static void malloc_setup(void)
+{
+	if (!getenv("MALLOC_ARENA_MAX"))
+		mallopt(M_ARENA_MAX, 2);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
 	struct pp_config *cfg = NULL;
 	char *token = NULL;
 
+	malloc_setup();
 	if (argc > 1 && !strcmp(argv[1], "check-config"))
 		return cmd_check_config(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "healthcheck"))

@@ -4,6 +4,7 @@
 #include "podprof-config.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,8 +29,7 @@
 #define MAX_PCS 256
 #define MAX_SERVERS 16
 #define THREADCREATE_MAX 65536
-
-enum consumer { C_CPU = 0, C_HEAP, C_OFFCPU, C_SNAPSHOT, C__COUNT };
+#define TRIM_INTERVAL_NS (10ull * 1000 * 1000 * 1000)
 
 /* What each collector can do; reported in /metrics, on the index page and by its endpoints. */
 enum coll { COLL_CPU = 0, COLL_HEAP, COLL_OFFCPU, COLL_THREADS, COLL__COUNT };
@@ -72,15 +72,22 @@ struct pending_detach {
 	bool cpu, heap, offcpu;
 };
 
+/* One unwinder (one libdw Dwfl, one set of fds) per target process, shared
+ * by every consumer thread: lock serializes its use, refs and dead (under
+ * unw_lock) let an entry removed from the cache live until its last user
+ * is done. */
 struct unw_entry {
 	pid_t pid;
 	uint64_t start_time;
-	unsigned gen;
+	unsigned refs; /* unw_lock */
+	bool dead; /* unw_lock: no longer in the cache */
+	pthread_mutex_t lock; /* held while u is used */
+	unsigned gen; /* lock */
 	struct pp_unwinder *u;
 };
 
 struct unw_cache {
-	struct unw_entry *v;
+	struct unw_entry **v;
 	size_t n, cap;
 };
 
@@ -137,8 +144,11 @@ struct pp_agent {
 	 */
 	struct pending_detach *pend;
 	size_t n_pend, cap_pend;
-	struct unw_cache unw[C__COUNT];
-	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests, C_SNAPSHOT cache */
+	/* Unwinders shared by all consumers. Lock order: unw_lock before a
+	 * unwinder's own lock and before a->lock; never taken with either held. */
+	pthread_mutex_t unw_lock;
+	struct unw_cache unw;
+	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests */
 	struct dump_recent dump_recent[DUMP_RECENT_MAX];
 	uint64_t dump_limited_logged_ns, dump_deadline_logged_ns;
 
@@ -167,6 +177,7 @@ struct pp_agent {
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
+	uint64_t last_trim_ns; /* discovery thread only */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -1002,6 +1013,11 @@ static void *discovery_main(void *arg)
 			a->last_memstats_ns = now;
 			log_memstats(a);
 		}
+		/* Give freed heap pages back (every arena; a few ms at most). */
+		if (now - a->last_trim_ns >= TRIM_INTERVAL_NS) {
+			a->last_trim_ns = now;
+			malloc_trim(0);
+		}
 		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
 		     w += 50)
 			sleep_ms(50);
@@ -1011,75 +1027,138 @@ static void *discovery_main(void *arg)
 
 /* ---- unwinding ---- */
 
-static void unw_sweep(struct pp_agent *a, struct unw_cache *c)
+static void unw_entry_free(struct unw_entry *e)
 {
+	pp_unwinder__free(e->u);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+/* Drops the unwinders of exited processes. Takes unw_lock, then a->lock
+ * (target_get) per entry; frees outside both. */
+static void unw_sweep(struct pp_agent *a)
+{
+	struct unw_cache *c = &a->unw;
+	struct unw_entry *gone[64];
+	size_t ngone = 0;
+
+	pthread_mutex_lock(&a->unw_lock);
 	for (size_t i = 0; i < c->n;) {
+		struct unw_entry *e = c->v[i];
 		uint64_t st;
 		unsigned gen;
-		if (!target_get(a, c->v[i].pid, &st, &gen) || st != c->v[i].start_time) {
-			pp_unwinder__free(c->v[i].u);
+		if ((!target_get(a, e->pid, &st, &gen) || st != e->start_time) &&
+		    (e->refs || ngone < ARRAY_SIZE(gone))) {
 			c->v[i] = c->v[--c->n];
+			e->dead = true;
+			if (!e->refs)
+				gone[ngone++] = e;
 		} else {
 			i++;
 		}
 	}
+	pthread_mutex_unlock(&a->unw_lock);
+	for (size_t i = 0; i < ngone; i++)
+		unw_entry_free(gone[i]);
 }
 
-static struct pp_unwinder *unw_get(struct pp_agent *a, struct unw_cache *c, pid_t pid)
+static void unw_put(struct pp_agent *a, struct unw_entry *e)
 {
-	uint64_t st;
-	unsigned gen;
+	bool last;
 
-	if (!target_get(a, pid, &st, &gen)) {
-		if (!adopt(a, pid) || !target_get(a, pid, &st, &gen))
-			return NULL;
-	}
-	for (size_t i = 0; i < c->n; i++) {
-		struct unw_entry *e = &c->v[i];
-		if (e->pid != pid)
-			continue;
-		if (e->start_time != st) {
-			pp_unwinder__free(e->u);
-			c->v[i] = c->v[--c->n];
-			break;
-		}
-		if (e->gen != gen) {
-			pp_unwinder__invalidate(e->u);
-			e->gen = gen;
-		}
-		return e->u;
-	}
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		struct unw_entry *p = realloc(c->v, nc * sizeof(*p));
-		if (!p)
-			return NULL;
-		c->v = p;
-		c->cap = nc;
-	}
-	struct pp_unwinder_opts uo = {
-		.frame_pointers_only = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
-	};
-	struct pp_unwinder *u = pp_unwinder__new(pid, &uo);
-	if (!u)
-		return NULL;
-	c->v[c->n++] = (struct unw_entry){ .pid = pid, .start_time = st, .gen = gen, .u = u };
-	return u;
+	pthread_mutex_lock(&a->unw_lock);
+	last = --e->refs == 0 && e->dead;
+	pthread_mutex_unlock(&a->unw_lock);
+	if (last)
+		unw_entry_free(e);
 }
 
-static size_t unwind(struct pp_agent *a, enum consumer who, pid_t pid, const struct pp_regs *regs,
+/* The shared unwinder entry of pid, referenced (unw_put when done), or NULL.
+ * Takes a->lock (target_get, adopt) and then unw_lock, one after the other;
+ * no file I/O under unw_lock (pp_unwinder__new reads nothing). *gen is the
+ * target's maps generation. */
+static struct unw_entry *unw_get(struct pp_agent *a, pid_t pid, unsigned *gen)
+{
+	struct unw_cache *c = &a->unw;
+	struct unw_entry *e = NULL, *old = NULL;
+	uint64_t st;
+
+	if (!target_get(a, pid, &st, gen)) {
+		if (!adopt(a, pid) || !target_get(a, pid, &st, gen))
+			return NULL;
+	}
+	pthread_mutex_lock(&a->unw_lock);
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->v[i]->pid != pid)
+			continue;
+		if (c->v[i]->start_time == st) {
+			e = c->v[i];
+		} else { /* pid reused */
+			old = c->v[i];
+			c->v[i] = c->v[--c->n];
+			old->dead = true;
+			if (old->refs)
+				old = NULL;
+		}
+		break;
+	}
+	if (!e && c->n == c->cap) {
+		size_t nc = c->cap ? c->cap * 2 : 16;
+		struct unw_entry **p = realloc(c->v, nc * sizeof(*p));
+		if (p) {
+			c->v = p;
+			c->cap = nc;
+		}
+	}
+	if (!e && c->n < c->cap) {
+		struct pp_unwinder_opts uo = {
+			.frame_pointers_only = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
+		};
+		e = calloc(1, sizeof(*e));
+		if (e)
+			e->u = pp_unwinder__new(pid, &uo);
+		if (e && e->u) {
+			e->pid = pid;
+			e->start_time = st;
+			e->gen = *gen;
+			pthread_mutex_init(&e->lock, NULL);
+			c->v[c->n++] = e;
+		} else {
+			free(e);
+			e = NULL;
+		}
+	}
+	if (e)
+		e->refs++;
+	pthread_mutex_unlock(&a->unw_lock);
+	if (old)
+		unw_entry_free(old);
+	return e;
+}
+
+static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
 		     const uint8_t *stack, size_t stack_len, uint64_t *pcs)
 {
-	struct pp_unwinder *u = unw_get(a, &a->unw[who], pid);
+	unsigned gen;
+	struct unw_entry *e = unw_get(a, pid, &gen);
 	size_t n = 0;
 	unsigned flags = 0;
+	int r;
 
-	if (!u) {
+	if (!e) {
 		pcs[0] = regs->r[PP_REG_IP];
 		return 1;
 	}
 	a->unwinds++;
-	if (pp_unwinder__unwind(u, regs, stack, stack_len, pcs, MAX_PCS, &n, &flags) < 0 || !n) {
+	pthread_mutex_lock(&e->lock);
+	if (e->gen != gen) {
+		pp_unwinder__invalidate(e->u);
+		e->gen = gen;
+	}
+	r = pp_unwinder__unwind(e->u, regs, stack, stack_len, pcs, MAX_PCS, &n, &flags);
+	pthread_mutex_unlock(&e->lock);
+	unw_put(a, e);
+	if (r < 0 || !n) {
 		a->unwind_errors++;
 		pcs[0] = regs->r[PP_REG_IP];
 		return 1;
@@ -1103,12 +1182,12 @@ static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 	if (!pp_store__has_process(a->store, s->pid) && !adopt(a, s->pid))
 		return;
 	if (s->regs_valid && a->cfg->cpu.unwind == PP_UNWIND_DWARF) {
-		n = unwind(a, C_CPU, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
 	} else if (s->n_user) {
 		n = PP_MIN(s->n_user, (size_t)MAX_PCS);
 		memcpy(pcs, s->user_ips, n * sizeof(*pcs));
 	} else if (s->regs_valid) {
-		n = unwind(a, C_CPU, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
 	}
 	pp_store__add_cpu(a->store, s->pid, s->tid, pcs, n,
 			  a->cfg->cpu.kernel_stacks ? s->kernel_ips : NULL,
@@ -1129,7 +1208,7 @@ static void on_heap_event(void *ctx, const struct pp_heap_event *ev)
 		return;
 	size_t n = 0;
 	if (ev->regs_valid)
-		n = unwind(a, C_HEAP, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
 	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, n, ev->addr, ev->size);
 }
 
@@ -1173,7 +1252,7 @@ static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
 	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
 		return;
 	if (ev->regs_valid)
-		n = unwind(a, C_OFFCPU, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
 	switch (ev->kind) {
 	case PP_OFFCPU_BLOCK:
 	case PP_OFFCPU_MUTEX: {
@@ -1249,9 +1328,8 @@ static int poll_offcpu(struct pp_agent *a, int ms)
 }
 
 /* The loop of one collector's thread: poll (callbacks run here), and drop
- * this thread's unwinders of exited processes when targets exit. */
-static void collector_loop(struct pp_agent *a, enum consumer who,
-			   int (*poll)(struct pp_agent *a, int ms))
+ * the unwinders of exited processes when targets exit. */
+static void collector_loop(struct pp_agent *a, int (*poll)(struct pp_agent *a, int ms))
 {
 	unsigned seen = atomic_load(&a->exits_gen);
 	while (!atomic_load(&a->stop)) {
@@ -1260,26 +1338,26 @@ static void collector_loop(struct pp_agent *a, enum consumer who,
 			sleep_ms(100);
 		if (atomic_load(&a->exits_gen) != seen) {
 			seen = atomic_load(&a->exits_gen);
-			unw_sweep(a, &a->unw[who]);
+			unw_sweep(a);
 		}
 	}
 }
 
 static void *cpu_main(void *arg)
 {
-	collector_loop(arg, C_CPU, poll_cpu);
+	collector_loop(arg, poll_cpu);
 	return NULL;
 }
 
 static void *heap_main(void *arg)
 {
-	collector_loop(arg, C_HEAP, poll_heap);
+	collector_loop(arg, poll_heap);
 	return NULL;
 }
 
 static void *offcpu_main(void *arg)
 {
-	collector_loop(arg, C_OFFCPU, poll_offcpu);
+	collector_loop(arg, poll_offcpu);
 	return NULL;
 }
 
@@ -1462,7 +1540,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	if (wait)
 		return dump_limited(a, group, out, now);
 
-	unw_sweep(a, &a->unw[C_SNAPSHOT]); /* drop unwinders of exited processes */
+	unw_sweep(a); /* drop unwinders of exited processes */
 	/* debug=2 refreshes the gauge too: a rate-limited request gets this dump. */
 	pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 	for (size_t p = 0; p < np; p++) {
@@ -1488,8 +1566,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			if (t->error == -ETIME)
 				deadline_hits++;
 			if (t->captured)
-				n = unwind(a, C_SNAPSHOT, pids[p], &t->regs, t->stack, t->stack_len,
-					   pcs);
+				n = unwind(a, pids[p], &t->regs, t->stack, t->stack_len, pcs);
 			if (n)
 				pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p], t->tid,
 						    pcs, n);
@@ -1866,6 +1943,10 @@ static void put_label(struct pp_buf *o, const char *v)
 
 static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
 
+/* /metrics text. Locks: a->lock (copies of the target list only; the
+ * targets' /proc files are read after it is released), the store's,
+ * sampler's, heap tracer's, off-CPU tracer's and symbolizer's stats locks
+ * one at a time (counters copied, no file I/O), a->state_lock. */
 static int src_metrics(void *ctx, struct pp_buf *o)
 {
 	struct source_ctx *sc = ctx;
@@ -1892,24 +1973,37 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
 		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
 		      self_rss_kb() * 1024);
+	/* Under a->lock only copies; /proc is read after it is dropped. */
+	struct {
+		pid_t pid;
+		char comm[16];
+	} tv[256];
+	size_t nt, ntv = 0;
+	int windows;
 	pthread_mutex_lock(&a->lock);
-	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", a->n_targets);
+	nt = a->n_targets;
+	windows = a->cpu_windows;
+	for (; ntv < a->n_targets && ntv < ARRAY_SIZE(tv); ntv++) {
+		tv[ntv].pid = a->targets[ntv].pid;
+		memcpy(tv[ntv].comm, a->targets[ntv].comm, sizeof(tv[ntv].comm));
+	}
+	pthread_mutex_unlock(&a->lock);
+	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", nt);
 	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
-		      a->cpu_windows);
+		      windows);
 	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
 		      pp_offcpu__enabled(a->offcpu) ? 1 : 0);
 	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
-	for (size_t i = 0; i < a->n_targets && i < 256; i++) {
+	for (size_t i = 0; i < ntv; i++) {
 		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(a->targets[i].pid, &ps) == 0) {
+		if (pp_proc__read_status(tv[i].pid, &ps) == 0) {
 			/* the comm is the target's to choose: escaped */
 			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"",
-				      a->targets[i].pid);
-			put_label(o, a->targets[i].comm);
+				      tv[i].pid);
+			put_label(o, tv[i].comm);
 			pp_buf_printf(o, "\"} %" PRIu64 "\n", ps.vm_rss_kb * 1024);
 		}
 	}
-	pthread_mutex_unlock(&a->lock);
 #define C(name, help, val)                                                     \
 	pp_buf_printf(o,                                                       \
 		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
@@ -2226,6 +2320,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	a->start_ns = pp_now_mono_ns();
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->snapshot_lock, NULL);
+	pthread_mutex_init(&a->unw_lock, NULL);
 	pthread_mutex_init(&a->win_lock, NULL);
 	pthread_mutex_init(&a->state_lock, NULL);
 	check_caps(a);
@@ -2303,7 +2398,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.stack_bytes = PP_MIN(a->cfg->cpu.stack_bytes, 16384u),
 			.min_block_ns = (uint64_t)a->cfg->offcpu.min_block_us * 1000,
 			.sample_ns = 0,
-			.ringbuf_bytes = 4 << 20, /* charged to the sidecar's memory cgroup */
+			.ringbuf_bytes = 1 << 20, /* BENCHMARKS 7 */
 		};
 		a->offcpu = pp_offcpu__new(&oo, on_offcpu_event, a);
 		if (!a->offcpu) {
@@ -2437,11 +2532,9 @@ void pp_agent__free(struct pp_agent *a)
 		free(a->targets[i].exe);
 	}
 	free(a->targets);
-	for (int c = 0; c < C__COUNT; c++) {
-		for (size_t i = 0; i < a->unw[c].n; i++)
-			pp_unwinder__free(a->unw[c].v[i].u);
-		free(a->unw[c].v);
-	}
+	for (size_t i = 0; i < a->unw.n; i++)
+		unw_entry_free(a->unw.v[i]);
+	free(a->unw.v);
 	free(a->tc);
 	for (size_t i = 0; i < a->n_sources; i++)
 		pp_buf_free(&a->sources[i].dump_text);
@@ -2453,6 +2546,7 @@ void pp_agent__free(struct pp_agent *a)
 	pp_config__free(a->cfg);
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->snapshot_lock);
+	pthread_mutex_destroy(&a->unw_lock);
 	pthread_mutex_destroy(&a->win_lock);
 	pthread_mutex_destroy(&a->state_lock);
 	free(a->pend);

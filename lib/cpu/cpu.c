@@ -12,7 +12,8 @@
  * a target it returns after one helper call and one hash lookup (99 Hz x
  * CPUs: nothing measurable for neighbours), and while sampling is off the
  * events are disabled. Memory is one ring buffer (BPF memory is charged to
- * the memory cgroup, not to RLIMIT_MEMLOCK) and a scratch record per CPU.
+ * the memory cgroup, not to RLIMIT_MEMLOCK; sized from the CPU count, the
+ * rate and the stack copy size) and a scratch record per CPU.
  *
  * Records are written without wakeups unless the ring is half full; poll
  * waits on the ring's epoll fd and an eventfd that flush uses to make the
@@ -40,6 +41,7 @@
 
 #include "cpu.skel.h"
 #include "util/log.h"
+#include "util/ringbuf.h"
 #include "util/util.h"
 
 /* bpf/cpu.h, the record layout shared with BPF */
@@ -47,14 +49,23 @@
 
 _Static_assert(CPU_NREGS == PP_NREGS, "register count");
 
-#define MIN_RINGBUF_BYTES (8u << 20)
+/* The automatic ring size holds RING_MS of samples taken at the full rate
+ * on every CPU, each with a full stack copy: the consumer drains every
+ * 100 ms (and when the ring is half full), so this leaves room for a
+ * consumer that falls behind by ~150 ms. It is never above PER_CPU_CAP
+ * per CPU (the earlier fixed size; at high rates the ring then holds less
+ * time). libbpf maps the data pages twice and the kernel maps them all at
+ * once: the ring counts twice its size in the sidecar's RSS, used or not
+ * (2 MiB, 4 MiB of RSS, at 99 Hz on 2 CPUs; it was 8 MiB). */
+#define MIN_RINGBUF_BYTES (1u << 20)
 #define MAX_RINGBUF_BYTES (64u << 20)
-#define PER_CPU_RINGBUF_BYTES (4u << 20)
+#define PER_CPU_CAP (4u << 20)
+#define RING_MS 250u
 #define SWEEP_NS (1000ull * 1000 * 1000)
 
 struct pp_cpu_sampler {
 	struct cpu_bpf *skel;
-	struct ring_buffer *rb;
+	struct pp_ringbuf *rb;
 	struct pp_cpu_opts opts;
 	pp_cpu_sample_fn fn;
 	void *ctx;
@@ -223,7 +234,9 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		goto fail;
 	}
 	if (!s->opts.ringbuf_bytes) {
-		uint64_t want = (uint64_t)s->ncpus * PER_CPU_RINGBUF_BYTES;
+		uint64_t rec = sizeof(struct cpu_rec) + opts->stack_bytes + 8;
+		uint64_t want = (uint64_t)s->ncpus * opts->frequency_hz * rec * RING_MS / 1000;
+		want = PP_MIN(want, (uint64_t)s->ncpus * PER_CPU_CAP);
 		s->opts.ringbuf_bytes = MIN_RINGBUF_BYTES;
 		while (s->opts.ringbuf_bytes < want && s->opts.ringbuf_bytes < MAX_RINGBUF_BYTES)
 			s->opts.ringbuf_bytes *= 2;
@@ -277,7 +290,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		pp_dbg("cpu: no per-CPU cpu-clock event: %s", strerror(-r));
 		goto fail;
 	}
-	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.rb), on_record, s, NULL);
+	s->rb = pp_ringbuf__new(bpf_map__fd(s->skel->maps.rb), s->opts.ringbuf_bytes, on_record, s);
 	if (!s->rb) {
 		r = -errno;
 		goto fail;
@@ -289,7 +302,7 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 		goto fail;
 	}
 	struct epoll_event ee = { .events = EPOLLIN, .data.u32 = 0 };
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(s->rb), &ee) < 0) {
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, pp_ringbuf__epoll_fd(s->rb), &ee) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -429,7 +442,7 @@ int pp_cpu_sampler__poll(struct pp_cpu_sampler *s, int timeout_ms)
 	/* Everything committed before now is in the ring: drain it all (the
 	 * ring's own wakeup comes only when it is half full). */
 	now = pp_now_mono_ns();
-	r = ring_buffer__consume(s->rb);
+	r = pp_ringbuf__consume(s->rb);
 	pthread_mutex_lock(&s->lock);
 	s->consumed_ns = now;
 	pthread_cond_broadcast(&s->drained);
@@ -504,7 +517,7 @@ void pp_cpu_sampler__free(struct pp_cpu_sampler *s)
 	for (int i = 0; s->pfds && i < s->ncpus; i++)
 		if (s->pfds[i] >= 0)
 			close(s->pfds[i]);
-	ring_buffer__free(s->rb);
+	pp_ringbuf__free(s->rb);
 	cpu_bpf__destroy(s->skel);
 	if (s->epfd >= 0)
 		close(s->epfd);

@@ -51,7 +51,7 @@ struct pp_cpu_opts {
 	bool kernel_callchain; /* include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON) */
 	bool user_callchain; /* also ask for the kernel's frame-pointer callchain */
 	bool no_children; /* do not adopt children forked by added processes */
-	unsigned ringbuf_bytes; /* power of 2; 0 = auto (4 MiB per CPU, 8..64 MiB) */
+	unsigned ringbuf_bytes; /* power of 2; 0 = auto (see cpu.c; 1..64 MiB) */
 };
 
 /* NULL with errno set: EINVAL (opts), EPERM/EACCES (no CAP_BPF/CAP_PERFMON,

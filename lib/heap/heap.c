@@ -34,6 +34,7 @@
 #include "inject/inject.h"
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/ringbuf.h"
 #include "util/util.h"
 
 _Static_assert(HEAP_NREGS == PP_NREGS, "register count");
@@ -77,7 +78,7 @@ struct pp_heap_tracer {
 	pp_heap_event_fn fn;
 	void *ctx;
 	struct heap_bpf *skel;
-	struct ring_buffer *rb;
+	struct pp_ringbuf *rb;
 	int ncpus;
 	pthread_mutex_t lock;
 	struct heap_proc *procs[HEAP_MAX_PROCS];
@@ -189,7 +190,8 @@ struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_h
 		if (r < 0)
 			goto fail;
 	}
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.rb), on_record, t, NULL);
+	t->rb = pp_ringbuf__new(bpf_map__fd(t->skel->maps.rb),
+				bpf_map__max_entries(t->skel->maps.rb), on_record, t);
 	if (!t->rb) {
 		r = -errno;
 		goto fail;
@@ -748,8 +750,8 @@ int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 	before = t->events;
 	/* Wakeups happen only when the buffer is half full: wait for one or
 	 * for the timeout, then drain whatever is there. */
-	r = ring_buffer__poll(t->rb, timeout_ms > 0 ? timeout_ms : 0);
-	r2 = ring_buffer__consume(t->rb);
+	r = pp_ringbuf__poll(t->rb, timeout_ms > 0 ? timeout_ms : 0);
+	r2 = pp_ringbuf__consume(t->rb);
 	if (r < 0 && r != -EINTR)
 		return r;
 	if (r2 < 0 && r2 != -EINTR)
@@ -893,7 +895,7 @@ void pp_heap_tracer__free(struct pp_heap_tracer *t)
 			free(t->procs[i]);
 		}
 	}
-	ring_buffer__free(t->rb);
+	pp_ringbuf__free(t->rb);
 	heap_bpf__destroy(t->skel);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

@@ -20,6 +20,7 @@
 
 #include "offcpu.skel.h"
 #include "util/log.h"
+#include "util/ringbuf.h"
 #include "util/util.h"
 
 /* bpf/offcpu.h, the record layout shared with BPF */
@@ -36,7 +37,7 @@ _Static_assert(OFFCPU_NREGS == PP_NREGS, "register count");
 
 struct pp_offcpu {
 	struct offcpu_bpf *skel;
-	struct ring_buffer *rb;
+	struct pp_ringbuf *rb;
 	struct pp_offcpu_opts opts;
 	pp_offcpu_event_fn fn;
 	void *ctx;
@@ -175,7 +176,7 @@ struct pp_offcpu *pp_offcpu__new(const struct pp_offcpu_opts *opts, pp_offcpu_ev
 		pp_dbg("offcpu: attach raw tracepoints: %s", strerror(-r));
 		goto fail;
 	}
-	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.rb), on_record, o, NULL);
+	o->rb = pp_ringbuf__new(bpf_map__fd(o->skel->maps.rb), o->opts.ringbuf_bytes, on_record, o);
 	if (!o->rb) {
 		r = -errno;
 		goto fail;
@@ -299,13 +300,13 @@ int pp_offcpu__poll(struct pp_offcpu *o, int timeout_ms)
 		return -EINVAL;
 	if (timeout_ms > 0) {
 		/* Returns early only when BPF forced a wakeup (ring half full). */
-		r = ring_buffer__poll(o->rb, timeout_ms);
+		r = pp_ringbuf__poll(o->rb, timeout_ms);
 		if (r < 0)
 			return r;
 	} else {
 		r = 0;
 	}
-	n = ring_buffer__consume(o->rb);
+	n = pp_ringbuf__consume(o->rb);
 	if (n < 0)
 		return n;
 	return r + n;
@@ -341,7 +342,7 @@ void pp_offcpu__free(struct pp_offcpu *o)
 {
 	if (!o)
 		return;
-	ring_buffer__free(o->rb);
+	pp_ringbuf__free(o->rb);
 	detach_all(o);
 	offcpu_bpf__destroy(o->skel);
 	pthread_mutex_destroy(&o->lock);
