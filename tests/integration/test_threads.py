@@ -33,7 +33,9 @@ def by_function(prof, index):
 
 
 def test_goroutine_dump():
-    wl, pp = start()
+    # This test polls dumps to catch a transient state: without the rate
+    # limit (threads.min_interval_ms), which would serve the last dump.
+    wl, pp = start("--set", "threads.min_interval_ms=0")
     time.sleep(1.0)
     before = stats(wl)["spin"]
     # The contender alternates between waiting for the lock and resting:
