@@ -1040,8 +1040,10 @@ static void unw_sweep(struct pp_agent *a)
 {
 	struct unw_cache *c = &a->unw;
 	struct unw_entry *gone[64];
-	size_t ngone = 0;
+	size_t ngone;
 
+again:
+	ngone = 0;
 	pthread_mutex_lock(&a->unw_lock);
 	for (size_t i = 0; i < c->n;) {
 		struct unw_entry *e = c->v[i];
@@ -1060,6 +1062,10 @@ static void unw_sweep(struct pp_agent *a)
 	pthread_mutex_unlock(&a->unw_lock);
 	for (size_t i = 0; i < ngone; i++)
 		unw_entry_free(gone[i]);
+	/* A full batch: more may be left (a pre-fork server's children exit
+	 * faster than one batch a pass), so sweep again. */
+	if (ngone == ARRAY_SIZE(gone))
+		goto again;
 }
 
 static void unw_put(struct pp_agent *a, struct unw_entry *e)
@@ -2016,6 +2022,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		      (uint64_t)(val))
 	C("cpu_samples_total", "CPU samples received.", a->samples);
 	C("unwinds_total", "Stacks unwound.", a->unwinds);
+	pthread_mutex_lock(&a->unw_lock);
+	size_t n_unw = a->unw.n;
+	pthread_mutex_unlock(&a->unw_lock);
+	G("unwinders", "Per-process unwinders held (one per live target).", n_unw);
 	C("unwinds_complete_total", "Stacks unwound to the thread's root.", a->unwinds_complete);
 	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
 	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);

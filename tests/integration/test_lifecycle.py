@@ -39,7 +39,7 @@ def test_5000_children():
                  "--set", "offcpu.enabled=false", "--set", "threads.enabled=false",
                  "--set", "cpu.always_on=true",
                  "--set", "cpu.frequency_hz=499")
-    deadline = time.time() + 100
+    deadline = time.time() + 170
     warm = None
     held_max = 0
     trace = []
@@ -96,12 +96,27 @@ def test_5000_children():
     # (max_targets * 4 + 64), not by the 5,000 lifetimes.
     check(held_max <= CAP, "processes held reached %d" % held_max)
     check(m["podprof_store_released_procs_total"] > 0, "no process released")
-    # RSS after the warm-up (the processes cap was reached and released
-    # from) may only grow with what podprof holds on purpose (held()) plus
-    # 16 MiB of slack for allocator arenas, as in the soak test.
-    allowed = 16 * 1024 + max(0, held_b - warm[1])
-    check(sanitized() or rss_b - warm[0] <= allowed,
-          "RSS grew %d kB after the warm-up (allowance %d kB)" % (rss_b - warm[0], allowed))
+    # No leak: once the target is gone (its live children's unwinders swept,
+    # which under load can be many at once and are not in held()), podprof's
+    # RSS may exceed its RSS during the warm-up (the processes cap reached and
+    # released from) only by the growth of what it holds on purpose (held(),
+    # exited processes linger 60 s) plus 16 MiB of slack for allocator
+    # arenas, as in the soak test. Freed memory goes back to the kernel at
+    # podprof's 10 s malloc_trim.
+    wl.kill()
+    rest_deadline = time.time() + 30
+    while time.time() < rest_deadline and pp.metrics().get("podprof_targets", 0) > 0:
+        time.sleep(0.5)
+    time.sleep(11)
+    m = pp.metrics()
+    rest_rss, rest_held = rss_kb(pp.p.pid), held(m)
+    allowed = 16 * 1024 + max(0, rest_held - warm[1])
+    log("at rest: targets %d, RSS %d kB (warm-up %d), held %d kB (warm-up %d)" %
+        (m.get("podprof_targets", 0), rest_rss, warm[0], rest_held, warm[1]))
+    check(m.get("podprof_unwinders", 0) <= 1,
+          "%d unwinders held with no target left" % m.get("podprof_unwinders", 0))
+    check(sanitized() or rest_rss - warm[0] <= allowed,
+          "RSS grew %d kB after the warm-up (allowance %d kB)" % (rest_rss - warm[0], allowed))
     check(pp.alive(), "podprof died")
     pp.stop()
     wl.kill()
