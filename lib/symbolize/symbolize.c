@@ -41,6 +41,7 @@
 #include <libelf.h>
 
 #include "sym-internal.h"
+#include "util/elfdebug.h"
 #include "util/log.h"
 #include "util/sigbus.h"
 #include "util/util.h"
@@ -344,58 +345,18 @@ static Elf_Scn *find_section_type(Elf *elf, Elf64_Word type)
 }
 
 /*
- * Bytes a debug section takes once libdw has it in memory: a compressed
- * one (SHF_COMPRESSED with its Elf_Chdr, or GNU .zdebug_ with its "ZLIB"
- * header) is decompressed eagerly by dwarf_begin_elf to the size its
- * header claims, so that size is what counts, read before anything is
- * decompressed. UINT64_MAX when unknown (then it is not loaded).
+ * Bytes of DWARF sections with data in memory (0 = no usable DWARF,
+ * UINT64_MAX = a section whose size is unknown).
  */
-static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
-{
-	if (sh->sh_flags & SHF_COMPRESSED) {
-		GElf_Chdr ch;
-		if (sh->sh_size > DWARF_COMPRESSED_MAX || !gelf_getchdr(scn, &ch))
-			return UINT64_MAX;
-		return ch.ch_size;
-	}
-	if (name[1] == 'z') {
-		Elf_Data *d = sh->sh_size > DWARF_COMPRESSED_MAX ? NULL : elf_rawdata(scn, NULL);
-		const uint8_t *b = d ? d->d_buf : NULL;
-		uint64_t v = 0;
-		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
-			return UINT64_MAX;
-		for (int i = 4; i < 12; i++)
-			v = v << 8 | b[i]; /* big-endian */
-		return v;
-	}
-	return sh->sh_size;
-}
-
-/* Bytes of DWARF sections with data in memory (0 = no usable DWARF). */
 static uint64_t dwarf_size(Elf *elf)
 {
-	size_t shstrndx;
-	uint64_t total = 0;
-	bool info = false;
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+	uint64_t total;
+	bool info;
+
+	if (pp_elf_debug_bytes(elf, DWARF_COMPRESSED_MAX, &total, &info) < 0)
 		return 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!n)
-			continue;
-		if (!strncmp(n, ".debug_", 7) || !strncmp(n, ".zdebug_", 8)) {
-			uint64_t sz = debug_mem_size(scn, &sh, n);
-			if (sz == UINT64_MAX || sz > UINT64_MAX / 2 - total)
-				return UINT64_MAX;
-			total += sz;
-			if (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info"))
-				info = sh.sh_size > 0;
-		}
-	}
+	if (total == UINT64_MAX)
+		return UINT64_MAX;
 	return info ? total : 0;
 }
 
