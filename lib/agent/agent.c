@@ -471,14 +471,8 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 {
 	if (a->n_targets >= a->cfg->limits.max_targets)
 		return NULL;
-	if (a->n_targets == a->cap_targets) {
-		size_t nc = a->cap_targets ? a->cap_targets * 2 : 16;
-		struct target *p = realloc(a->targets, nc * sizeof(*p));
-		if (!p)
-			return NULL;
-		a->targets = p;
-		a->cap_targets = nc;
-	}
+	if (pp_grow(&a->targets, &a->cap_targets, a->n_targets + 1, sizeof(*a->targets), 16) < 0)
+		return NULL;
 	struct target *t = &a->targets[a->n_targets++];
 	memset(t, 0, sizeof(*t));
 	t->pid = info->pid;
@@ -500,14 +494,8 @@ static void queue_detach(struct pp_agent *a, const struct target *t)
 {
 	if (!t->cpu_attached && !t->heap_attached && !t->offcpu_attached)
 		return;
-	if (a->n_pend == a->cap_pend) {
-		size_t nc = a->cap_pend ? a->cap_pend * 2 : 16;
-		struct pending_detach *p = realloc(a->pend, nc * sizeof(*p));
-		if (!p)
-			return; /* the collectors drop dead pids by themselves */
-		a->pend = p;
-		a->cap_pend = nc;
-	}
+	if (pp_grow(&a->pend, &a->cap_pend, a->n_pend + 1, sizeof(*a->pend), 16) < 0)
+		return; /* the collectors drop dead pids by themselves */
 	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid,
 							.cpu = t->cpu_attached,
 							.heap = t->heap_attached,
@@ -1102,14 +1090,8 @@ static struct unw_entry *unw_get(struct pp_agent *a, pid_t pid, unsigned *gen)
 		}
 		break;
 	}
-	if (!e && c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		struct unw_entry **p = realloc(c->v, nc * sizeof(*p));
-		if (p) {
-			c->v = p;
-			c->cap = nc;
-		}
-	}
+	if (!e)
+		(void)pp_grow(&c->v, &c->cap, c->n + 1, sizeof(*c->v), 16); /* checked below */
 	if (!e && c->n < c->cap) {
 		struct pp_unwinder_opts uo = {
 			.frame_pointers_only = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
@@ -1222,14 +1204,7 @@ static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *
 			break;
 		}
 	if (!e && a->n_tc < THREADCREATE_MAX) {
-		if (a->n_tc == a->cap_tc) {
-			size_t nc = a->cap_tc ? a->cap_tc * 2 : 64;
-			struct tc_entry *p = realloc(a->tc, nc * sizeof(*p));
-			if (p) {
-				a->tc = p;
-				a->cap_tc = nc;
-			}
-		}
+		(void)pp_grow(&a->tc, &a->cap_tc, a->n_tc + 1, sizeof(*a->tc), 64);
 		if (a->n_tc < a->cap_tc)
 			e = &a->tc[a->n_tc++];
 	}

@@ -1033,14 +1033,8 @@ static int syntax_error(struct ctx *x, const yaml_parser_t *p)
 
 static int node_attach(struct node *parent, struct node *n)
 {
-	if (parent->n == parent->cap) {
-		size_t cap = parent->cap ? parent->cap * 2 : 8;
-		struct node **k = realloc(parent->kids, cap * sizeof(*k));
-		if (!k)
-			return -ENOMEM;
-		parent->kids = k;
-		parent->cap = cap;
-	}
+	if (pp_grow(&parent->kids, &parent->cap, parent->n + 1, sizeof(*parent->kids), 8) < 0)
+		return -ENOMEM;
 	n->parent = parent;
 	n->index = parent->n;
 	parent->kids[parent->n++] = n;

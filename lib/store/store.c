@@ -198,19 +198,16 @@ static const struct pp_store_sym_ops symbolizer_ops = {
 	.resolve_jit = sym_resolve_jit,
 };
 
+/* pp_grow with the new elements zeroed. */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
+	size_t old = *cap;
+
+	if (need <= old)
 		return 0;
-	size_t nc = *cap ? *cap * 2 : 16;
-	while (nc < need)
-		nc *= 2;
-	void *p = realloc(*arr, nc * elem);
-	if (!p)
+	if (pp_grow(arr, cap, need, elem, 16) < 0)
 		return -ENOMEM;
-	memset((char *)p + *cap * elem, 0, (nc - *cap) * elem);
-	*arr = p;
-	*cap = nc;
+	memset((char *)*arr + old * elem, 0, (*cap - old) * elem);
 	return 0;
 }
 

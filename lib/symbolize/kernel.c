@@ -91,15 +91,9 @@ static int ksyms_parse(struct pp_ksyms *k, const char *buf, size_t len)
 			nonzero = true;
 		if (!is_text_type(type) || !*name || !addr)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 65536;
-			struct ksym *nv = reallocarray(v, nc, sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-			cap = nc;
+		if (pp_grow(&v, &cap, n + 1, sizeof(*v), 65536) < 0) {
+			r = -ENOMEM;
+			goto out;
 		}
 		size_t off = names.len;
 		if (names.len > UINT32_MAX - 1024) {
@@ -312,14 +306,8 @@ static int jit_parse(struct jitmap *m, const char *buf, size_t len)
 			namelen--;
 		if (namelen == 0 || names.len > UINT32_MAX - namelen - 1)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 256;
-			struct jsym *nv = reallocarray(v, nc, sizeof(*v));
-			if (!nv)
-				goto nomem;
-			v = nv;
-			cap = nc;
-		}
+		if (pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0)
+			goto nomem;
 		size_t off = names.len;
 		if (pp_buf_append(&names, q, namelen) < 0 || pp_buf_append(&names, "", 1) < 0)
 			break; /* name space exhausted: keep what we have */

@@ -518,15 +518,9 @@ static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
 		const char *at = memchr(name, '@', nl);
 		if (at && at != name)
 			nl = (size_t)(at - name); /* "memcpy@GLIBC_2.2.5" -> "memcpy" */
-		if (nv == cap) {
-			size_t nc = cap ? cap * 2 : 1024;
-			struct sym *vv = reallocarray(v, nc, sizeof(*v));
-			if (!vv) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = vv;
-			cap = nc;
+		if (pp_grow(&v, &cap, nv + 1, sizeof(*v), 1024) < 0) {
+			r = -ENOMEM;
+			goto fail;
 		}
 		size_t off = names.len, slot = (s.st_name ^ (s.st_name >> 10)) % NAME_REUSE;
 		if (seen_key[slot] == s.st_name && s.st_name != UINT32_MAX) {
@@ -840,14 +834,8 @@ static void build_cu_table(struct sym_file *f)
 			while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
 				if (n >= MAX_CU_RANGES || hi <= lo)
 					break;
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 256;
-					struct cu_range *nv = reallocarray(v, nc, sizeof(*v));
-					if (!nv)
-						goto done;
-					v = nv;
-					cap = nc;
-				}
+				if (pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0)
+					goto done;
 				v[n++] = (struct cu_range){ lo, hi, off + hsize };
 			}
 		}

@@ -198,14 +198,8 @@ static int push_range(struct range **v, size_t *n, size_t *cap, struct range r)
 {
 	if (*n >= MAX_RANGES)
 		return -E2BIG;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct range *nv = realloc(*v, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
+	if (pp_grow(v, cap, *n + 1, sizeof(**v), 64) < 0)
+		return -ENOMEM;
 	(*v)[(*n)++] = r;
 	return 0;
 }

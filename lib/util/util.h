@@ -58,6 +58,16 @@ void pp_buf_reset(struct pp_buf *b);
 char *pp_buf_steal(struct pp_buf *b, size_t *ret_len);
 void pp_buf_free(struct pp_buf *b);
 
+/*
+ * A growable array: makes room for at least `need` elements of `elem`
+ * bytes in the array *arrp points to (arrp is the address of the array
+ * pointer, e.g. &v), whose capacity is *cap elements. The capacity doubles,
+ * starting at `first`. New elements are not initialised. 0, or -ENOMEM
+ * (out of memory or size overflow) with the array and *cap unchanged.
+ * Callers cap their own element counts.
+ */
+int pp_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first);
+
 /* Clocks, in nanoseconds. */
 uint64_t pp_now_mono_ns(void);
 uint64_t pp_now_real_ns(void);
