@@ -1001,10 +1001,11 @@ static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
 	return pp_hash_bytes(k, sizeof(k), 7);
 }
 
-static int loc_table_grow(struct pp_store *st)
+/* Doubles t when one more of n entries would fill it past half, then rebuilds it. */
+static int idx_grow(struct pp_store *st, struct idx_table *t, size_t n,
+		    void (*rebuild)(struct pp_store *st))
 {
-	struct idx_table *t = &st->loc_idx;
-	if ((st->n_locs + 1) * 2 <= t->cap)
+	if ((n + 1) * 2 <= t->cap)
 		return 0;
 	size_t nc = t->cap * 2;
 	uint32_t *ns = calloc(nc, sizeof(*ns));
@@ -1013,23 +1014,7 @@ static int loc_table_grow(struct pp_store *st)
 	free(t->slots);
 	t->slots = ns;
 	t->cap = nc;
-	idx_rebuild_locs(st);
-	return 0;
-}
-
-static int stack_table_grow(struct pp_store *st)
-{
-	struct idx_table *t = &st->stack_idx;
-	if ((st->n_stacks + 1) * 2 <= t->cap)
-		return 0;
-	size_t nc = t->cap * 2;
-	uint32_t *ns = calloc(nc, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	free(t->slots);
-	t->slots = ns;
-	t->cap = nc;
-	idx_rebuild_stacks(st);
+	rebuild(st);
 	return 0;
 }
 
@@ -1053,7 +1038,8 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 	if (st->n_free_locs) {
 		li = st->free_locs[--st->n_free_locs];
 	} else {
-		if (st->n_locs >= UINT32_MAX - 1 || loc_table_grow(st) ||
+		if (st->n_locs >= UINT32_MAX - 1 ||
+		    idx_grow(st, &st->loc_idx, st->n_locs, idx_rebuild_locs) ||
 		    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
 			return -ENOMEM;
 		li = st->n_locs++;
@@ -1107,7 +1093,8 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 	if (st->n_free_stacks) {
 		si = st->free_stacks[--st->n_free_stacks];
 	} else {
-		if (st->n_stacks >= UINT32_MAX - 1 || stack_table_grow(st) ||
+		if (st->n_stacks >= UINT32_MAX - 1 ||
+		    idx_grow(st, &st->stack_idx, st->n_stacks, idx_rebuild_stacks) ||
 		    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1,
 			 sizeof(*st->stacks))) {
 			free(copy);
