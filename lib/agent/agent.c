@@ -1154,6 +1154,25 @@ static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
 
 /* ---- collectors ---- */
 
+/* An event's process is profiled: known to the store, or adopted now. */
+static bool admit(struct pp_agent *a, pid_t pid)
+{
+	return pp_store__has_process(a->store, pid) || adopt(a, pid);
+}
+
+/*
+ * The user stack of a heap or off-CPU event into pcs (0 frames without
+ * registers); -1 when its process cannot be admitted (the event is dropped).
+ */
+static ssize_t event_stack(struct pp_agent *a, pid_t pid, bool regs_valid,
+			   const struct pp_regs *regs, const uint8_t *stack, size_t stack_len,
+			   uint64_t *pcs)
+{
+	if (!admit(a, pid))
+		return -1;
+	return regs_valid ? (ssize_t)unwind(a, pid, regs, stack, stack_len, pcs) : 0;
+}
+
 static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 {
 	struct pp_agent *a = ctx;
@@ -1161,7 +1180,7 @@ static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 	size_t n = 0;
 
 	a->samples++;
-	if (!pp_store__has_process(a->store, s->pid) && !adopt(a, s->pid))
+	if (!admit(a, s->pid))
 		return;
 	if (s->regs_valid && a->cfg->cpu.unwind == PP_UNWIND_DWARF) {
 		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
@@ -1186,12 +1205,11 @@ static void on_heap_event(void *ctx, const struct pp_heap_event *ev)
 		pp_store__heap_free(a->store, ev->pid, ev->addr);
 		return;
 	}
-	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+	ssize_t n =
+		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	if (n < 0)
 		return;
-	size_t n = 0;
-	if (ev->regs_valid)
-		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
-	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, n, ev->addr, ev->size);
+	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, (size_t)n, ev->addr, ev->size);
 }
 
 static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n)
@@ -1221,13 +1239,13 @@ static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
 {
 	struct pp_agent *a = ctx;
 	uint64_t pcs[MAX_PCS];
-	size_t n = 0;
 
 	a->offcpu_events++;
-	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+	ssize_t r =
+		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	if (r < 0)
 		return;
-	if (ev->regs_valid)
-		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	size_t n = (size_t)r;
 	switch (ev->kind) {
 	case PP_OFFCPU_BLOCK:
 	case PP_OFFCPU_MUTEX: {
