@@ -171,14 +171,7 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 		k->failed_at = 0;
 	}
 	/* last symbol with addr <= target */
-	size_t lo = 0, hi = k->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->v[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(k->v, k->n, addr, addr);
 	if (lo == 0)
 		return -ENOENT;
 	const struct ksym *s = &k->v[lo - 1];
@@ -429,14 +422,7 @@ static int jit_refresh(struct jitmap *m, pid_t pid, uint64_t now)
 
 static const struct jsym *jit_lookup(const struct jitmap *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->v[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(m->v, m->n, start, addr);
 	/* The covering entry from the latest line wins; look back a bounded distance. */
 	const struct jsym *best = NULL;
 	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {

@@ -675,14 +675,7 @@ static const char *plt_lookup(const struct sym_file *f, uint64_t vaddr)
 
 static const struct sym *sym_lookup(const struct sym_file *f, uint64_t vaddr)
 {
-	size_t lo = 0, hi = f->n_syms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->syms[mid].addr <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(f->syms, f->n_syms, addr, vaddr);
 	/* nested symbols: a few earlier ones may still cover vaddr */
 	for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++) {
 		const struct sym *s = &f->syms[i - 1];
@@ -857,14 +850,7 @@ static bool cu_for_addr(struct sym_file *f, uint64_t vaddr, Dwarf_Die *ret)
 		return true;
 	if (!f->cus_built)
 		build_cu_table(f);
-	size_t lo = 0, hi = f->n_cus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->cus[mid].lo <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(f->cus, f->n_cus, lo, vaddr);
 	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
 		const struct cu_range *c = &f->cus[i - 1];
 		if (vaddr >= c->lo && vaddr < c->hi)
