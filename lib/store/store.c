@@ -1208,15 +1208,21 @@ static void live_delete(struct pp_store *st, struct st_live *e)
 	}
 }
 
+/* Takes a live object out of its stack's in-use count and bytes. */
+static void live_unaccount(struct pp_store *st, const struct st_live *e)
+{
+	struct st_stack *s = &st->stacks[e->stack];
+	s->v[2] -= 1;
+	s->v[3] -= (int64_t)e->size;
+}
+
 static void live_remove_proc(struct pp_store *st, uint32_t idx)
 {
 	bool any = false;
 	for (size_t i = 0; i < st->live_cap; i++) {
 		struct st_live *e = &st->live[i];
 		if (e->proc1 == idx + 1) {
-			struct st_stack *s = &st->stacks[e->stack];
-			s->v[2] -= 1;
-			s->v[3] -= (int64_t)e->size;
+			live_unaccount(st, e);
 			any = true;
 		}
 	}
@@ -1264,9 +1270,7 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
 	if (found) {
 		/* A free we never saw (e.g. dropped): the old object is gone. */
-		struct st_stack *old = &st->stacks[e->stack];
-		old->v[2] -= 1;
-		old->v[3] -= (int64_t)e->size;
+		live_unaccount(st, e);
 		live_delete(st, e);
 		st->stats.unknown_frees++;
 		e = live_slot(st, pidx + 1, addr, &found);
@@ -1312,9 +1316,7 @@ int pp_store__heap_free(struct pp_store *st, pid_t pid, uint64_t addr)
 		r = -ENOENT;
 		goto out;
 	}
-	struct st_stack *x = &st->stacks[e->stack];
-	x->v[2] -= 1;
-	x->v[3] -= (int64_t)e->size;
+	live_unaccount(st, e);
 	live_delete(st, e);
 out:
 	pthread_mutex_unlock(&st->lock);
