@@ -1643,6 +1643,19 @@ static int refresh_threadcreate(struct pp_agent *a, int group)
 
 /* ---- HTTP source ---- */
 
+/* A goroutine or threadcreate request: take the gauge's current state now. */
+static void refresh_gauge(struct pp_agent *a, enum pp_profile_kind kind, int group)
+{
+	if (kind != PP_PROFILE_GOROUTINE && kind != PP_PROFILE_THREADCREATE)
+		return;
+	pthread_mutex_lock(&a->snapshot_lock);
+	if (kind == PP_PROFILE_GOROUTINE)
+		snapshot_threads(a, group, NULL);
+	else
+		refresh_threadcreate(a, group);
+	pthread_mutex_unlock(&a->snapshot_lock);
+}
+
 /* The base of a CPU window: the store's counters and the sampler's at its
  * start, so the window's losses can be told apart from earlier ones. */
 struct cpu_base {
@@ -1674,14 +1687,7 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 	} else if (offcpu_kind(kind)) {
 		offcpu_demand(a, 1);
 	}
-	if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	}
+	refresh_gauge(a, kind, sc->group);
 	struct pp_store_snapshot *s =
 		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
 	if (!s) {
@@ -1839,22 +1845,8 @@ static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debu
 		pthread_mutex_unlock(&a->snapshot_lock);
 		return r;
 	}
-	if (!base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	} else if (base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
-		/* Delta of a gauge: refresh now, minus the counts at begin. */
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	}
+	/* A gauge is refreshed now; a delta of it is that minus the counts at begin. */
+	refresh_gauge(a, kind, sc->group);
 	if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
 		heap_comments(a, sc->group, &comments, &nc);
 	if (kind == PP_PROFILE_CPU && base) {
