@@ -1187,6 +1187,15 @@ static struct st_live *live_slot(struct pp_store *st, uint32_t proc1, uint64_t a
 	return &st->live[h];
 }
 
+/* live_slot of addr in pid's process (index in *ret_pidx); NULL when pid is unknown. */
+static struct st_live *live_lookup(struct pp_store *st, pid_t pid, uint64_t addr,
+				   uint32_t *ret_pidx, bool *found)
+{
+	if (!proc_find(st, pid, ret_pidx))
+		return NULL;
+	return live_slot(st, *ret_pidx + 1, addr, found);
+}
+
 static void live_delete(struct pp_store *st, struct st_live *e)
 {
 	size_t mask = st->live_cap - 1;
@@ -1261,13 +1270,13 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 {
 	int r = 0;
 	uint32_t pidx;
+	bool found;
 	pthread_mutex_lock(&st->lock);
-	if (!proc_find(st, pid, &pidx)) {
+	struct st_live *e = live_lookup(st, pid, addr, &pidx, &found);
+	if (!e) {
 		r = -ESRCH;
 		goto out;
 	}
-	bool found;
-	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
 	if (found) {
 		/* A free we never saw (e.g. dropped): the old object is gone. */
 		live_unaccount(st, e);
@@ -1304,13 +1313,13 @@ int pp_store__heap_free(struct pp_store *st, pid_t pid, uint64_t addr)
 {
 	int r = 0;
 	uint32_t pidx;
+	bool found;
 	pthread_mutex_lock(&st->lock);
-	if (!proc_find(st, pid, &pidx)) {
+	struct st_live *e = live_lookup(st, pid, addr, &pidx, &found);
+	if (!e) {
 		r = -ESRCH;
 		goto out;
 	}
-	bool found;
-	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
 	if (!found) {
 		st->stats.unknown_frees++;
 		r = -ENOENT;
