@@ -471,14 +471,8 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 {
 	if (a->n_targets >= a->cfg->limits.max_targets)
 		return NULL;
-	if (a->n_targets == a->cap_targets) {
-		size_t nc = a->cap_targets ? a->cap_targets * 2 : 16;
-		struct target *p = realloc(a->targets, nc * sizeof(*p));
-		if (!p)
-			return NULL;
-		a->targets = p;
-		a->cap_targets = nc;
-	}
+	if (pp_grow(&a->targets, &a->cap_targets, a->n_targets + 1, sizeof(*a->targets), 16) < 0)
+		return NULL;
 	struct target *t = &a->targets[a->n_targets++];
 	memset(t, 0, sizeof(*t));
 	t->pid = info->pid;
@@ -500,14 +494,8 @@ static void queue_detach(struct pp_agent *a, const struct target *t)
 {
 	if (!t->cpu_attached && !t->heap_attached && !t->offcpu_attached)
 		return;
-	if (a->n_pend == a->cap_pend) {
-		size_t nc = a->cap_pend ? a->cap_pend * 2 : 16;
-		struct pending_detach *p = realloc(a->pend, nc * sizeof(*p));
-		if (!p)
-			return; /* the collectors drop dead pids by themselves */
-		a->pend = p;
-		a->cap_pend = nc;
-	}
+	if (pp_grow(&a->pend, &a->cap_pend, a->n_pend + 1, sizeof(*a->pend), 16) < 0)
+		return; /* the collectors drop dead pids by themselves */
 	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid,
 							.cpu = t->cpu_attached,
 							.heap = t->heap_attached,
@@ -1108,14 +1096,8 @@ static struct unw_entry *unw_get(struct pp_agent *a, pid_t pid, unsigned *gen)
 		}
 		break;
 	}
-	if (!e && c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		struct unw_entry **p = realloc(c->v, nc * sizeof(*p));
-		if (p) {
-			c->v = p;
-			c->cap = nc;
-		}
-	}
+	if (!e)
+		(void)pp_grow(&c->v, &c->cap, c->n + 1, sizeof(*c->v), 16); /* checked below */
 	if (!e && c->n < c->cap) {
 		struct pp_unwinder_opts uo = {
 			.frame_pointers_only = a->cfg->cpu.unwind == PP_UNWIND_FRAME_POINTER,
@@ -1178,6 +1160,25 @@ static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
 
 /* ---- collectors ---- */
 
+/* An event's process is profiled: known to the store, or adopted now. */
+static bool admit(struct pp_agent *a, pid_t pid)
+{
+	return pp_store__has_process(a->store, pid) || adopt(a, pid);
+}
+
+/*
+ * The user stack of a heap or off-CPU event into pcs (0 frames without
+ * registers); -1 when its process cannot be admitted (the event is dropped).
+ */
+static ssize_t event_stack(struct pp_agent *a, pid_t pid, bool regs_valid,
+			   const struct pp_regs *regs, const uint8_t *stack, size_t stack_len,
+			   uint64_t *pcs)
+{
+	if (!admit(a, pid))
+		return -1;
+	return regs_valid ? (ssize_t)unwind(a, pid, regs, stack, stack_len, pcs) : 0;
+}
+
 static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 {
 	struct pp_agent *a = ctx;
@@ -1185,7 +1186,7 @@ static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 	size_t n = 0;
 
 	a->samples++;
-	if (!pp_store__has_process(a->store, s->pid) && !adopt(a, s->pid))
+	if (!admit(a, s->pid))
 		return;
 	if (s->regs_valid && a->cfg->cpu.unwind == PP_UNWIND_DWARF) {
 		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
@@ -1210,12 +1211,11 @@ static void on_heap_event(void *ctx, const struct pp_heap_event *ev)
 		pp_store__heap_free(a->store, ev->pid, ev->addr);
 		return;
 	}
-	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+	ssize_t n =
+		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	if (n < 0)
 		return;
-	size_t n = 0;
-	if (ev->regs_valid)
-		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
-	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, n, ev->addr, ev->size);
+	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, (size_t)n, ev->addr, ev->size);
 }
 
 static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n)
@@ -1228,14 +1228,7 @@ static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *
 			break;
 		}
 	if (!e && a->n_tc < THREADCREATE_MAX) {
-		if (a->n_tc == a->cap_tc) {
-			size_t nc = a->cap_tc ? a->cap_tc * 2 : 64;
-			struct tc_entry *p = realloc(a->tc, nc * sizeof(*p));
-			if (p) {
-				a->tc = p;
-				a->cap_tc = nc;
-			}
-		}
+		(void)pp_grow(&a->tc, &a->cap_tc, a->n_tc + 1, sizeof(*a->tc), 64);
 		if (a->n_tc < a->cap_tc)
 			e = &a->tc[a->n_tc++];
 	}
@@ -1252,13 +1245,13 @@ static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
 {
 	struct pp_agent *a = ctx;
 	uint64_t pcs[MAX_PCS];
-	size_t n = 0;
 
 	a->offcpu_events++;
-	if (!pp_store__has_process(a->store, ev->pid) && !adopt(a, ev->pid))
+	ssize_t r =
+		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	if (r < 0)
 		return;
-	if (ev->regs_valid)
-		n = unwind(a, ev->pid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	size_t n = (size_t)r;
 	switch (ev->kind) {
 	case PP_OFFCPU_BLOCK:
 	case PP_OFFCPU_MUTEX: {
@@ -1656,6 +1649,19 @@ static int refresh_threadcreate(struct pp_agent *a, int group)
 
 /* ---- HTTP source ---- */
 
+/* A goroutine or threadcreate request: take the gauge's current state now. */
+static void refresh_gauge(struct pp_agent *a, enum pp_profile_kind kind, int group)
+{
+	if (kind != PP_PROFILE_GOROUTINE && kind != PP_PROFILE_THREADCREATE)
+		return;
+	pthread_mutex_lock(&a->snapshot_lock);
+	if (kind == PP_PROFILE_GOROUTINE)
+		snapshot_threads(a, group, NULL);
+	else
+		refresh_threadcreate(a, group);
+	pthread_mutex_unlock(&a->snapshot_lock);
+}
+
 /* The base of a CPU window: the store's counters and the sampler's at its
  * start, so the window's losses can be told apart from earlier ones. */
 struct cpu_base {
@@ -1687,14 +1693,7 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 	} else if (offcpu_kind(kind)) {
 		offcpu_demand(a, 1);
 	}
-	if (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE) {
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	}
+	refresh_gauge(a, kind, sc->group);
 	struct pp_store_snapshot *s =
 		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
 	if (!s) {
@@ -1852,22 +1851,8 @@ static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debu
 		pthread_mutex_unlock(&a->snapshot_lock);
 		return r;
 	}
-	if (!base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	} else if (base && (kind == PP_PROFILE_GOROUTINE || kind == PP_PROFILE_THREADCREATE)) {
-		/* Delta of a gauge: refresh now, minus the counts at begin. */
-		pthread_mutex_lock(&a->snapshot_lock);
-		if (kind == PP_PROFILE_GOROUTINE)
-			snapshot_threads(a, sc->group, NULL);
-		else
-			refresh_threadcreate(a, sc->group);
-		pthread_mutex_unlock(&a->snapshot_lock);
-	}
+	/* A gauge is refreshed now; a delta of it is that minus the counts at begin. */
+	refresh_gauge(a, kind, sc->group);
 	if (kind == PP_PROFILE_HEAP || kind == PP_PROFILE_ALLOCS)
 		heap_comments(a, sc->group, &comments, &nc);
 	if (kind == PP_PROFILE_CPU && base) {

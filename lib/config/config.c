@@ -1033,14 +1033,8 @@ static int syntax_error(struct ctx *x, const yaml_parser_t *p)
 
 static int node_attach(struct node *parent, struct node *n)
 {
-	if (parent->n == parent->cap) {
-		size_t cap = parent->cap ? parent->cap * 2 : 8;
-		struct node **k = realloc(parent->kids, cap * sizeof(*k));
-		if (!k)
-			return -ENOMEM;
-		parent->kids = k;
-		parent->cap = cap;
-	}
+	if (pp_grow(&parent->kids, &parent->cap, parent->n + 1, sizeof(*parent->kids), 8) < 0)
+		return -ENOMEM;
 	n->parent = parent;
 	n->index = parent->n;
 	parent->kids[parent->n++] = n;
@@ -1226,17 +1220,57 @@ static int dup_key(struct ctx *x, const struct node *key, int first_line)
 	return fail_at(x, key, "duplicate key (first set on line %d)", first_line);
 }
 
-static int walk_section(struct ctx *x, struct pp_config *c, const char *sec, const struct node *m)
+static int not_a_mapping(struct ctx *x, const struct node *m, const char *valid)
+{
+	struct val v = node_val(m);
+	char g[128];
+
+	got(&v, g, sizeof(g));
+	return fail_at(x, m, "expected a mapping (%s), got %s", valid, g);
+}
+
+/*
+ * Applies the entries of mapping m to base: each key must be one of `keys`
+ * in section sec (NULL: the keys without a section), named by its leaf,
+ * at most once. valid lists them for the messages.
+ */
+static int walk_keys(struct ctx *x, void *base, const struct key_def *keys, size_t nkeys,
+		     const char *sec, const struct node *m, const char *valid)
 {
 	const char *cands[ARRAY_SIZE(config_keys)];
 	int seen[ARRAY_SIZE(config_keys)] = { 0 };
-	char valid[256];
 	size_t nc = 0;
 	int r;
 
-	for (size_t i = 0; i < ARRAY_SIZE(config_keys); i++)
-		if (in_section(&config_keys[i], sec))
-			cands[nc++] = leaf(config_keys[i].key);
+	_Static_assert(ARRAY_SIZE(target_keys) <= ARRAY_SIZE(config_keys), "walk_keys arrays");
+	if (nkeys > ARRAY_SIZE(config_keys))
+		return -EINVAL;
+	for (size_t i = 0; i < nkeys; i++)
+		if (in_section(&keys[i], sec))
+			cands[nc++] = leaf(keys[i].key);
+	for (size_t i = 0; i + 1 < m->n; i += 2) {
+		const struct node *key = m->kids[i], *val = m->kids[i + 1];
+		size_t ki;
+		if ((r = check_key(x, key)) < 0)
+			return r;
+		for (ki = 0; ki < nkeys; ki++)
+			if (in_section(&keys[ki], sec) && strcmp(leaf(keys[ki].key), key->str) == 0)
+				break;
+		if (ki == nkeys)
+			return unknown_key(x, key, cands, nc, valid);
+		if (seen[ki])
+			return dup_key(x, key, seen[ki]);
+		seen[ki] = key->line;
+		if ((r = apply_node(x, base, &keys[ki], val)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int walk_section(struct ctx *x, struct pp_config *c, const char *sec, const struct node *m)
+{
+	char valid[256];
+
 	key_list(config_keys, ARRAY_SIZE(config_keys), sec, valid, sizeof(valid));
 
 	if (m->type == N_SCALAR && m->null)
@@ -1250,29 +1284,9 @@ static int walk_section(struct ctx *x, struct pp_config *c, const char *sec, con
 				       "\"%s: {enabled: %s}\")",
 				       quote(m->str, q, sizeof(q)), b ? "on" : "off", sec,
 				       b ? "true" : "false");
-		struct val v = node_val(m);
-		char g[128];
-		got(&v, g, sizeof(g));
-		return fail_at(x, m, "expected a mapping (%s), got %s", valid, g);
+		return not_a_mapping(x, m, valid);
 	}
-	for (size_t i = 0; i + 1 < m->n; i += 2) {
-		const struct node *key = m->kids[i], *val = m->kids[i + 1];
-		size_t ki;
-		if ((r = check_key(x, key)) < 0)
-			return r;
-		for (ki = 0; ki < ARRAY_SIZE(config_keys); ki++)
-			if (in_section(&config_keys[ki], sec) &&
-			    strcmp(leaf(config_keys[ki].key), key->str) == 0)
-				break;
-		if (ki == ARRAY_SIZE(config_keys))
-			return unknown_key(x, key, cands, nc, valid);
-		if (seen[ki])
-			return dup_key(x, key, seen[ki]);
-		seen[ki] = key->line;
-		if ((r = apply_node(x, c, &config_keys[ki], val)) < 0)
-			return r;
-	}
-	return 0;
+	return walk_keys(x, c, config_keys, ARRAY_SIZE(config_keys), sec, m, valid);
 }
 
 static void free_selector(struct pp_selector *s)
@@ -1289,37 +1303,15 @@ static void free_selector(struct pp_selector *s)
 
 static int walk_target(struct ctx *x, struct pp_selector *t, size_t idx, const struct node *m)
 {
-	const char *cands[ARRAY_SIZE(target_keys)];
-	int seen[ARRAY_SIZE(target_keys)] = { 0 };
 	char valid[128];
 	int r;
 
-	for (size_t i = 0; i < ARRAY_SIZE(target_keys); i++)
-		cands[i] = target_keys[i].key;
 	key_list(target_keys, ARRAY_SIZE(target_keys), NULL, valid, sizeof(valid));
 	t->line = m->line;
-	if (m->type != N_MAP) {
-		struct val v = node_val(m);
-		char g[128];
-		got(&v, g, sizeof(g));
-		return fail_at(x, m, "expected a mapping (%s), got %s", valid, g);
-	}
-	for (size_t i = 0; i + 1 < m->n; i += 2) {
-		const struct node *key = m->kids[i], *val = m->kids[i + 1];
-		size_t ki;
-		if ((r = check_key(x, key)) < 0)
-			return r;
-		for (ki = 0; ki < ARRAY_SIZE(target_keys); ki++)
-			if (strcmp(target_keys[ki].key, key->str) == 0)
-				break;
-		if (ki == ARRAY_SIZE(target_keys))
-			return unknown_key(x, key, cands, ARRAY_SIZE(target_keys), valid);
-		if (seen[ki])
-			return dup_key(x, key, seen[ki]);
-		seen[ki] = key->line;
-		if ((r = apply_node(x, t, &target_keys[ki], val)) < 0)
-			return r;
-	}
+	if (m->type != N_MAP)
+		return not_a_mapping(x, m, valid);
+	if ((r = walk_keys(x, t, target_keys, ARRAY_SIZE(target_keys), NULL, m, valid)) < 0)
+		return r;
 	if (!t->name && asprintf(&t->name, "target-%zu", idx) < 0) {
 		t->name = NULL;
 		return -ENOMEM;

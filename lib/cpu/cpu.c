@@ -41,6 +41,7 @@
 
 #include "cpu.skel.h"
 #include "util/log.h"
+#include "util/percpu.h"
 #include "util/ringbuf.h"
 #include "util/util.h"
 
@@ -480,15 +481,7 @@ int pp_cpu_sampler__flush(struct pp_cpu_sampler *s, int timeout_ms)
 
 static uint64_t counter(struct pp_cpu_sampler *s, uint32_t idx)
 {
-	uint64_t *v = calloc((size_t)s->ncpus, sizeof(*v)), sum = 0;
-
-	if (!v)
-		return 0;
-	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &idx, v) == 0)
-		for (int i = 0; i < s->ncpus; i++)
-			sum += v[i];
-	free(v);
-	return sum;
+	return pp_percpu_sum(bpf_map__fd(s->skel->maps.counters), idx, s->ncpus);
 }
 
 void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)

@@ -96,6 +96,25 @@ static void obj_release(struct obj *o)
 	o->fd = -1;
 }
 
+/*
+ * The next section after scn (NULL: the first) of `type` with fixed-size
+ * entries and data: its header, data and entry count. NULL when none is left.
+ */
+static Elf_Scn *next_table(Elf *elf, Elf_Scn *scn, Elf64_Word type, GElf_Shdr *sh,
+			   Elf_Data **ret_data, size_t *ret_n)
+{
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, sh) || sh->sh_type != type || !sh->sh_entsize)
+			continue;
+		*ret_data = elf_getdata(scn, NULL);
+		if (!*ret_data)
+			continue;
+		*ret_n = (*ret_data)->d_size / sh->sh_entsize;
+		return scn;
+	}
+	return NULL;
+}
+
 static int obj_load(pid_t pid, struct obj *o)
 {
 	size_t nph = 0, i;
@@ -123,18 +142,12 @@ static int obj_load(pid_t pid, struct obj *o)
 		}
 	}
 	o->is_static = !interp;
-	while ((scn = elf_nextscn(o->elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		size_t n, j;
+	GElf_Shdr sh;
+	Elf_Data *d;
+	size_t n;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		n = d->d_size / sh.sh_entsize;
-		for (j = 0; j < n; j++) {
+	while ((scn = next_table(o->elf, scn, SHT_DYNAMIC, &sh, &d, &n))) {
+		for (size_t j = 0; j < n; j++) {
 			GElf_Dyn dyn;
 			const char *s;
 
@@ -173,19 +186,12 @@ static int collect_syms(Elf *elf, Elf64_Word type, GElf_Sym *found, bool *have)
 {
 	Elf_Scn *scn = NULL;
 	int nfound = 0;
+	GElf_Shdr sh;
+	Elf_Data *d;
+	size_t n;
 
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		size_t n, j;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		n = d->d_size / sh.sh_entsize;
-		for (j = 0; j < n; j++) {
+	while ((scn = next_table(elf, scn, type, &sh, &d, &n))) {
+		for (size_t j = 0; j < n; j++) {
 			GElf_Sym sym;
 			const char *name;
 			int k;

@@ -34,6 +34,7 @@
 #include "inject/inject.h"
 #include "procfs/procfs.h"
 #include "util/log.h"
+#include "util/percpu.h"
 #include "util/ringbuf.h"
 #include "util/util.h"
 
@@ -823,15 +824,7 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 
 static uint64_t drop_sum(struct pp_heap_tracer *t, uint32_t idx)
 {
-	uint64_t *v = calloc((size_t)t->ncpus, sizeof(*v)), s = 0;
-
-	if (!v)
-		return 0;
-	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &idx, v) == 0)
-		for (int i = 0; i < t->ncpus; i++)
-			s += v[i];
-	free(v);
-	return s;
+	return pp_percpu_sum(bpf_map__fd(t->skel->maps.drops), idx, t->ncpus);
 }
 
 void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret)

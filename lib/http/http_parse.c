@@ -291,15 +291,9 @@ int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, 
 		uint64_t pc;
 
 		if (go_parse_uint0(body + start, end - start, &pc) == 0 && pc != 0) {
-			if (n == cap) {
-				size_t ncap = cap ? cap * 2 : 16;
-				uint64_t *nv = realloc(v, ncap * sizeof(*v));
-				if (!nv) {
-					free(v);
-					return -ENOMEM;
-				}
-				v = nv;
-				cap = ncap;
+			if (pp_grow(&v, &cap, n + 1, sizeof(*v), 16) < 0) {
+				free(v);
+				return -ENOMEM;
 			}
 			v[n++] = pc;
 		}

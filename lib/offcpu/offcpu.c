@@ -20,6 +20,7 @@
 
 #include "offcpu.skel.h"
 #include "util/log.h"
+#include "util/percpu.h"
 #include "util/ringbuf.h"
 #include "util/util.h"
 
@@ -315,24 +316,13 @@ int pp_offcpu__poll(struct pp_offcpu *o, int timeout_ms)
 void pp_offcpu__stats(struct pp_offcpu *o, struct pp_offcpu_stats *ret)
 {
 	uint64_t sums[OFFCPU_CNT__MAX] = { 0 };
-	uint64_t *vals;
-	uint32_t k;
-	int c;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!o)
 		return;
 	ret->events = o->events;
-	vals = calloc((size_t)o->ncpus, sizeof(*vals));
-	if (!vals)
-		return;
-	for (k = 0; k < OFFCPU_CNT__MAX; k++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.counters), &k, vals) < 0)
-			continue;
-		for (c = 0; c < o->ncpus; c++)
-			sums[k] += vals[c];
-	}
-	free(vals);
+	for (uint32_t k = 0; k < OFFCPU_CNT__MAX; k++)
+		sums[k] = pp_percpu_sum(bpf_map__fd(o->skel->maps.counters), k, o->ncpus);
 	ret->drops = sums[OFFCPU_CNT_RINGBUF_FULL] + sums[OFFCPU_CNT_RATE_CAP] +
 		     sums[OFFCPU_CNT_THREADS_FULL];
 	ret->stack_errors = sums[OFFCPU_CNT_STACK_ERR];

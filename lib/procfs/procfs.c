@@ -376,14 +376,10 @@ static int list_numeric(const char *dir, pid_t **ret, size_t *ret_n)
 				r = -E2BIG;
 				break;
 			}
-			size_t ncap = cap ? cap * 2 : 256;
-			pid_t *nv = realloc(v, ncap * sizeof(*v));
-			if (!nv) {
+			if (pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0) {
 				r = -ENOMEM;
 				break;
 			}
-			v = nv;
-			cap = ncap;
 		}
 		v[n++] = (pid_t)id;
 	}

@@ -198,19 +198,16 @@ static const struct pp_store_sym_ops symbolizer_ops = {
 	.resolve_jit = sym_resolve_jit,
 };
 
+/* pp_grow with the new elements zeroed. */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
+	size_t old = *cap;
+
+	if (need <= old)
 		return 0;
-	size_t nc = *cap ? *cap * 2 : 16;
-	while (nc < need)
-		nc *= 2;
-	void *p = realloc(*arr, nc * elem);
-	if (!p)
+	if (pp_grow(arr, cap, need, elem, 16) < 0)
 		return -ENOMEM;
-	memset((char *)p + *cap * elem, 0, (nc - *cap) * elem);
-	*arr = p;
-	*cap = nc;
+	memset((char *)*arr + old * elem, 0, (*cap - old) * elem);
 	return 0;
 }
 
@@ -1004,10 +1001,11 @@ static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
 	return pp_hash_bytes(k, sizeof(k), 7);
 }
 
-static int loc_table_grow(struct pp_store *st)
+/* Doubles t when one more of n entries would fill it past half, then rebuilds it. */
+static int idx_grow(struct pp_store *st, struct idx_table *t, size_t n,
+		    void (*rebuild)(struct pp_store *st))
 {
-	struct idx_table *t = &st->loc_idx;
-	if ((st->n_locs + 1) * 2 <= t->cap)
+	if ((n + 1) * 2 <= t->cap)
 		return 0;
 	size_t nc = t->cap * 2;
 	uint32_t *ns = calloc(nc, sizeof(*ns));
@@ -1016,23 +1014,7 @@ static int loc_table_grow(struct pp_store *st)
 	free(t->slots);
 	t->slots = ns;
 	t->cap = nc;
-	idx_rebuild_locs(st);
-	return 0;
-}
-
-static int stack_table_grow(struct pp_store *st)
-{
-	struct idx_table *t = &st->stack_idx;
-	if ((st->n_stacks + 1) * 2 <= t->cap)
-		return 0;
-	size_t nc = t->cap * 2;
-	uint32_t *ns = calloc(nc, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	free(t->slots);
-	t->slots = ns;
-	t->cap = nc;
-	idx_rebuild_stacks(st);
+	rebuild(st);
 	return 0;
 }
 
@@ -1056,7 +1038,8 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 	if (st->n_free_locs) {
 		li = st->free_locs[--st->n_free_locs];
 	} else {
-		if (st->n_locs >= UINT32_MAX - 1 || loc_table_grow(st) ||
+		if (st->n_locs >= UINT32_MAX - 1 ||
+		    idx_grow(st, &st->loc_idx, st->n_locs, idx_rebuild_locs) ||
 		    grow((void **)&st->locs, &st->cap_locs, st->n_locs + 1, sizeof(*st->locs)))
 			return -ENOMEM;
 		li = st->n_locs++;
@@ -1110,7 +1093,8 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 	if (st->n_free_stacks) {
 		si = st->free_stacks[--st->n_free_stacks];
 	} else {
-		if (st->n_stacks >= UINT32_MAX - 1 || stack_table_grow(st) ||
+		if (st->n_stacks >= UINT32_MAX - 1 ||
+		    idx_grow(st, &st->stack_idx, st->n_stacks, idx_rebuild_stacks) ||
 		    grow((void **)&st->stacks, &st->cap_stacks, st->n_stacks + 1,
 			 sizeof(*st->stacks))) {
 			free(copy);
@@ -1203,6 +1187,15 @@ static struct st_live *live_slot(struct pp_store *st, uint32_t proc1, uint64_t a
 	return &st->live[h];
 }
 
+/* live_slot of addr in pid's process (index in *ret_pidx); NULL when pid is unknown. */
+static struct st_live *live_lookup(struct pp_store *st, pid_t pid, uint64_t addr,
+				   uint32_t *ret_pidx, bool *found)
+{
+	if (!proc_find(st, pid, ret_pidx))
+		return NULL;
+	return live_slot(st, *ret_pidx + 1, addr, found);
+}
+
 static void live_delete(struct pp_store *st, struct st_live *e)
 {
 	size_t mask = st->live_cap - 1;
@@ -1224,15 +1217,21 @@ static void live_delete(struct pp_store *st, struct st_live *e)
 	}
 }
 
+/* Takes a live object out of its stack's in-use count and bytes. */
+static void live_unaccount(struct pp_store *st, const struct st_live *e)
+{
+	struct st_stack *s = &st->stacks[e->stack];
+	s->v[2] -= 1;
+	s->v[3] -= (int64_t)e->size;
+}
+
 static void live_remove_proc(struct pp_store *st, uint32_t idx)
 {
 	bool any = false;
 	for (size_t i = 0; i < st->live_cap; i++) {
 		struct st_live *e = &st->live[i];
 		if (e->proc1 == idx + 1) {
-			struct st_stack *s = &st->stacks[e->stack];
-			s->v[2] -= 1;
-			s->v[3] -= (int64_t)e->size;
+			live_unaccount(st, e);
 			any = true;
 		}
 	}
@@ -1271,18 +1270,16 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 {
 	int r = 0;
 	uint32_t pidx;
+	bool found;
 	pthread_mutex_lock(&st->lock);
-	if (!proc_find(st, pid, &pidx)) {
+	struct st_live *e = live_lookup(st, pid, addr, &pidx, &found);
+	if (!e) {
 		r = -ESRCH;
 		goto out;
 	}
-	bool found;
-	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
 	if (found) {
 		/* A free we never saw (e.g. dropped): the old object is gone. */
-		struct st_stack *old = &st->stacks[e->stack];
-		old->v[2] -= 1;
-		old->v[3] -= (int64_t)e->size;
+		live_unaccount(st, e);
 		live_delete(st, e);
 		st->stats.unknown_frees++;
 		e = live_slot(st, pidx + 1, addr, &found);
@@ -1316,21 +1313,19 @@ int pp_store__heap_free(struct pp_store *st, pid_t pid, uint64_t addr)
 {
 	int r = 0;
 	uint32_t pidx;
+	bool found;
 	pthread_mutex_lock(&st->lock);
-	if (!proc_find(st, pid, &pidx)) {
+	struct st_live *e = live_lookup(st, pid, addr, &pidx, &found);
+	if (!e) {
 		r = -ESRCH;
 		goto out;
 	}
-	bool found;
-	struct st_live *e = live_slot(st, pidx + 1, addr, &found);
 	if (!found) {
 		st->stats.unknown_frees++;
 		r = -ENOENT;
 		goto out;
 	}
-	struct st_stack *x = &st->stacks[e->stack];
-	x->v[2] -= 1;
-	x->v[3] -= (int64_t)e->size;
+	live_unaccount(st, e);
 	live_delete(st, e);
 out:
 	pthread_mutex_unlock(&st->lock);

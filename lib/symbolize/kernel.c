@@ -91,15 +91,9 @@ static int ksyms_parse(struct pp_ksyms *k, const char *buf, size_t len)
 			nonzero = true;
 		if (!is_text_type(type) || !*name || !addr)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 65536;
-			struct ksym *nv = reallocarray(v, nc, sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-			cap = nc;
+		if (pp_grow(&v, &cap, n + 1, sizeof(*v), 65536) < 0) {
+			r = -ENOMEM;
+			goto out;
 		}
 		size_t off = names.len;
 		if (names.len > UINT32_MAX - 1024) {
@@ -177,14 +171,7 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 		k->failed_at = 0;
 	}
 	/* last symbol with addr <= target */
-	size_t lo = 0, hi = k->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->v[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(k->v, k->n, addr, addr);
 	if (lo == 0)
 		return -ENOENT;
 	const struct ksym *s = &k->v[lo - 1];
@@ -312,14 +299,8 @@ static int jit_parse(struct jitmap *m, const char *buf, size_t len)
 			namelen--;
 		if (namelen == 0 || names.len > UINT32_MAX - namelen - 1)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 256;
-			struct jsym *nv = reallocarray(v, nc, sizeof(*v));
-			if (!nv)
-				goto nomem;
-			v = nv;
-			cap = nc;
-		}
+		if (pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0)
+			goto nomem;
 		size_t off = names.len;
 		if (pp_buf_append(&names, q, namelen) < 0 || pp_buf_append(&names, "", 1) < 0)
 			break; /* name space exhausted: keep what we have */
@@ -441,14 +422,7 @@ static int jit_refresh(struct jitmap *m, pid_t pid, uint64_t now)
 
 static const struct jsym *jit_lookup(const struct jitmap *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->v[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(m->v, m->n, start, addr);
 	/* The covering entry from the latest line wins; look back a bounded distance. */
 	const struct jsym *best = NULL;
 	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {

@@ -41,6 +41,7 @@
 #include <libelf.h>
 
 #include "sym-internal.h"
+#include "util/elfdebug.h"
 #include "util/log.h"
 #include "util/sigbus.h"
 #include "util/util.h"
@@ -344,58 +345,18 @@ static Elf_Scn *find_section_type(Elf *elf, Elf64_Word type)
 }
 
 /*
- * Bytes a debug section takes once libdw has it in memory: a compressed
- * one (SHF_COMPRESSED with its Elf_Chdr, or GNU .zdebug_ with its "ZLIB"
- * header) is decompressed eagerly by dwarf_begin_elf to the size its
- * header claims, so that size is what counts, read before anything is
- * decompressed. UINT64_MAX when unknown (then it is not loaded).
+ * Bytes of DWARF sections with data in memory (0 = no usable DWARF,
+ * UINT64_MAX = a section whose size is unknown).
  */
-static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
-{
-	if (sh->sh_flags & SHF_COMPRESSED) {
-		GElf_Chdr ch;
-		if (sh->sh_size > DWARF_COMPRESSED_MAX || !gelf_getchdr(scn, &ch))
-			return UINT64_MAX;
-		return ch.ch_size;
-	}
-	if (name[1] == 'z') {
-		Elf_Data *d = sh->sh_size > DWARF_COMPRESSED_MAX ? NULL : elf_rawdata(scn, NULL);
-		const uint8_t *b = d ? d->d_buf : NULL;
-		uint64_t v = 0;
-		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
-			return UINT64_MAX;
-		for (int i = 4; i < 12; i++)
-			v = v << 8 | b[i]; /* big-endian */
-		return v;
-	}
-	return sh->sh_size;
-}
-
-/* Bytes of DWARF sections with data in memory (0 = no usable DWARF). */
 static uint64_t dwarf_size(Elf *elf)
 {
-	size_t shstrndx;
-	uint64_t total = 0;
-	bool info = false;
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+	uint64_t total;
+	bool info;
+
+	if (pp_elf_debug_bytes(elf, DWARF_COMPRESSED_MAX, &total, &info) < 0)
 		return 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!n)
-			continue;
-		if (!strncmp(n, ".debug_", 7) || !strncmp(n, ".zdebug_", 8)) {
-			uint64_t sz = debug_mem_size(scn, &sh, n);
-			if (sz == UINT64_MAX || sz > UINT64_MAX / 2 - total)
-				return UINT64_MAX;
-			total += sz;
-			if (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info"))
-				info = sh.sh_size > 0;
-		}
-	}
+	if (total == UINT64_MAX)
+		return UINT64_MAX;
 	return info ? total : 0;
 }
 
@@ -557,15 +518,9 @@ static int load_symbols(struct sym_file *f, Elf *elf, Elf_Scn *scn)
 		const char *at = memchr(name, '@', nl);
 		if (at && at != name)
 			nl = (size_t)(at - name); /* "memcpy@GLIBC_2.2.5" -> "memcpy" */
-		if (nv == cap) {
-			size_t nc = cap ? cap * 2 : 1024;
-			struct sym *vv = reallocarray(v, nc, sizeof(*v));
-			if (!vv) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = vv;
-			cap = nc;
+		if (pp_grow(&v, &cap, nv + 1, sizeof(*v), 1024) < 0) {
+			r = -ENOMEM;
+			goto fail;
 		}
 		size_t off = names.len, slot = (s.st_name ^ (s.st_name >> 10)) % NAME_REUSE;
 		if (seen_key[slot] == s.st_name && s.st_name != UINT32_MAX) {
@@ -720,14 +675,7 @@ static const char *plt_lookup(const struct sym_file *f, uint64_t vaddr)
 
 static const struct sym *sym_lookup(const struct sym_file *f, uint64_t vaddr)
 {
-	size_t lo = 0, hi = f->n_syms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->syms[mid].addr <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(f->syms, f->n_syms, addr, vaddr);
 	/* nested symbols: a few earlier ones may still cover vaddr */
 	for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++) {
 		const struct sym *s = &f->syms[i - 1];
@@ -879,14 +827,8 @@ static void build_cu_table(struct sym_file *f)
 			while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
 				if (n >= MAX_CU_RANGES || hi <= lo)
 					break;
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 256;
-					struct cu_range *nv = reallocarray(v, nc, sizeof(*v));
-					if (!nv)
-						goto done;
-					v = nv;
-					cap = nc;
-				}
+				if (pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0)
+					goto done;
 				v[n++] = (struct cu_range){ lo, hi, off + hsize };
 			}
 		}
@@ -908,14 +850,7 @@ static bool cu_for_addr(struct sym_file *f, uint64_t vaddr, Dwarf_Die *ret)
 		return true;
 	if (!f->cus_built)
 		build_cu_table(f);
-	size_t lo = 0, hi = f->n_cus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->cus[mid].lo <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PP_UPPER_BOUND(f->cus, f->n_cus, lo, vaddr);
 	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
 		const struct cu_range *c = &f->cus[i - 1];
 		if (vaddr >= c->lo && vaddr < c->hi)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "procfs/procfs.h"
+#include "util/elfdebug.h"
 #include "util/log.h"
 #include "util/sigbus.h"
 #include "util/util.h"
@@ -197,14 +198,8 @@ static int push_range(struct range **v, size_t *n, size_t *cap, struct range r)
 {
 	if (*n >= MAX_RANGES)
 		return -E2BIG;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct range *nv = realloc(*v, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
+	if (pp_grow(v, cap, *n + 1, sizeof(**v), 64) < 0)
+		return -ENOMEM;
 	(*v)[(*n)++] = r;
 	return 0;
 }
@@ -249,52 +244,14 @@ uint64_t pp_unwind_debug_refused(void)
 	return atomic_load_explicit(&debug_refused, memory_order_relaxed);
 }
 
-/* Bytes a debug section takes in libdw's memory (see DEBUG_MEM_MAX). */
-static uint64_t debug_mem_size(Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
-{
-	if (sh->sh_type == SHT_NOBITS)
-		return 0;
-	if (sh->sh_flags & SHF_COMPRESSED) {
-		GElf_Chdr ch;
-		if (sh->sh_size > DEBUG_MEM_MAX || !gelf_getchdr(scn, &ch))
-			return UINT64_MAX;
-		return ch.ch_size;
-	}
-	if (name[1] == 'z') {
-		Elf_Data *d = sh->sh_size > DEBUG_MEM_MAX ? NULL : elf_rawdata(scn, NULL);
-		const uint8_t *b = d ? d->d_buf : NULL;
-		uint64_t v = 0;
-		if (!b || d->d_size < 12 || memcmp(b, "ZLIB", 4) != 0)
-			return UINT64_MAX;
-		for (int i = 4; i < 12; i++)
-			v = v << 8 | b[i]; /* big-endian */
-		return v;
-	}
-	return sh->sh_size;
-}
-
 static bool debug_fits(Elf *elf)
 {
-	size_t shstrndx;
-	uint64_t total = 0;
-	Elf_Scn *scn = NULL;
+	uint64_t total;
+	bool info;
 
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+	if (pp_elf_debug_bytes(elf, DEBUG_MEM_MAX, &total, &info) < 0)
 		return false;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *n;
-
-		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)))
-			continue;
-		if (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0)
-			continue;
-		uint64_t sz = debug_mem_size(scn, &sh, n);
-		if (sz > DEBUG_MEM_MAX - total)
-			return false;
-		total += sz;
-	}
-	return true;
+	return total <= DEBUG_MEM_MAX;
 }
 
 struct reported {

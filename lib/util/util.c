@@ -31,6 +31,30 @@ int pp_buf_reserve(struct pp_buf *b, size_t extra)
 	return 0;
 }
 
+int pp_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first)
+{
+	size_t nc = *cap ? *cap : (first ? first : 1);
+	size_t bytes;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	if (__builtin_mul_overflow(nc, elem, &bytes))
+		return -ENOMEM;
+	memcpy(&p, arrp, sizeof(p));
+	p = realloc(p, bytes);
+	if (!p)
+		return -ENOMEM;
+	memcpy(arrp, &p, sizeof(p));
+	*cap = nc;
+	return 0;
+}
+
 int pp_buf_append(struct pp_buf *b, const void *data, size_t n)
 {
 	int r = pp_buf_reserve(b, n);

@@ -58,6 +58,42 @@ void pp_buf_reset(struct pp_buf *b);
 char *pp_buf_steal(struct pp_buf *b, size_t *ret_len);
 void pp_buf_free(struct pp_buf *b);
 
+/*
+ * A growable array: makes room for at least `need` elements of `elem`
+ * bytes in the array *arrp points to (arrp is the address of the array
+ * pointer, e.g. &v), whose capacity is *cap elements. The capacity doubles,
+ * starting at `first`. New elements are not initialised. 0, or -ENOMEM
+ * (out of memory or size overflow) with the array and *cap unchanged.
+ * Callers cap their own element counts.
+ */
+int pp_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first);
+
+/*
+ * Binary search in n elements of `elem` bytes sorted by a uint64_t key at
+ * byte offset `off`: the number of leading elements whose key is <= key
+ * (so the last one at or below key, if any, is at the result - 1).
+ * PP_UPPER_BOUND(v, n, field, key) names the key by its field.
+ */
+static inline size_t pp_upper_bound_u64(const void *base, size_t n, size_t elem, size_t off,
+					uint64_t key)
+{
+	const char *b = base;
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (*(const uint64_t *)(const void *)(b + mid * elem + off) <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+#define PP_UPPER_BOUND(v, n, field, key) \
+	pp_upper_bound_u64((v), (n), sizeof(*(v)), offsetof(__typeof__(*(v)), field), (key))
+
 /* Clocks, in nanoseconds. */
 uint64_t pp_now_mono_ns(void);
 uint64_t pp_now_real_ns(void);
