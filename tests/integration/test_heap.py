@@ -86,6 +86,7 @@ def check_sites(prof, label):
     import re
     m = re.search(r"ringbuf_drops=(\d+)", " ".join(prof["comments"]))
     drops = int(m.group(1)) if m else 0
+    print("%s: ringbuf_drops=%d" % (label, drops))
     got += drops * size / (1 - math.exp(-size / RATE))
     check(abs(got - want) <= t * want, "%s: site_c alloc_space %.1f MiB, expected %.1f MiB +- %.0f%% (%s)" %
           (label, got / 2**20, want / 2**20, 100 * t, prof["comments"][:1]))
@@ -108,6 +109,7 @@ def test_glibc():
           "period %s %s" % (heap["period_type"], heap["period"]))
     check(heap["default_sample_type"] in ("", None, "inuse_space"), "heap default %r" % heap["default_sample_type"])
     check_sites(heap, "glibc")
+    print("\n".join(l for l in pp.log_text().splitlines() if "XXX" in l or "heap" in l)[-6000:])
     # Each sample carries the object size.
     for s in heap["samples"]:
         check("bytes" in s["num_labels"], "sample without bytes label")
