@@ -109,7 +109,6 @@ def test_glibc():
           "period %s %s" % (heap["period_type"], heap["period"]))
     check(heap["default_sample_type"] in ("", None, "inuse_space"), "heap default %r" % heap["default_sample_type"])
     check_sites(heap, "glibc")
-    print("\n".join(l for l in pp.log_text().splitlines() if "XXX" in l or "heap" in l)[-6000:])
     # Each sample carries the object size.
     for s in heap["samples"]:
         check("bytes" in s["num_labels"], "sample without bytes label")
