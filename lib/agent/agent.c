@@ -327,6 +327,8 @@ static void target_detach(struct pp_agent *a, struct target *t)
 	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
 }
 
+static void unw_prepare(struct pp_agent *a, pid_t pid);
+
 /*
  * Called without a->lock. Failures are logged as warnings on the last try
  * only; *ret_err gets refusals (EPERM, EACCES), which the caller reports as
@@ -343,6 +345,7 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 		*ret_err = r;
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
+		unw_prepare(a, pid);
 		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.injected)
 			pp_info("heap: tracing pid %d (%s) allocator %s (injected agent%s, %u "
 				"slots in "
@@ -1122,6 +1125,26 @@ static struct unw_entry *unw_get(struct pp_agent *a, pid_t pid, unsigned *gen)
 	if (old)
 		unw_entry_free(old);
 	return e;
+}
+
+/* The process's unwinder built before its first event (see pp_unwinder__prepare). */
+static void unw_prepare(struct pp_agent *a, pid_t pid)
+{
+	unsigned gen;
+	struct unw_entry *e = unw_get(a, pid, &gen);
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	if (e->gen != gen) {
+		pp_unwinder__invalidate(e->u);
+		e->gen = gen;
+	}
+	int r = pp_unwinder__prepare(e->u);
+	pthread_mutex_unlock(&e->lock);
+	unw_put(a, e);
+	if (r < 0)
+		pp_dbg("unwind: pid %d: prepare: %s", (int)pid, strerror(-r));
 }
 
 static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
@@ -2374,6 +2397,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.budget_percent = a->cfg->heap.budget_percent,
 			.over_budget = a->cfg->heap.over_budget,
 			.mode = a->cfg->heap.mode,
+			.ring_bytes = a->cfg->heap.ring_mib << 20,
 		};
 		a->heap = pp_heap_tracer__new(&ho, on_heap_event, a);
 		if (!a->heap) {
@@ -2445,14 +2469,9 @@ int pp_agent__start(struct pp_agent *a)
 {
 	int r;
 
-	/* Load /proc/kallsyms now rather than on the sampling thread at the
-	 * first kernel frame (a fraction of a second of parsing). */
-	if (a->cpu && a->cfg->cpu.kernel_stacks) {
-		struct pp_sym_result kr = { 0 };
-		pp_symbolizer__resolve_kernel(a->sym, 0xffffffff81000000ull, &kr);
-		pp_sym_result__free(&kr);
-	}
-
+	/* /proc/kallsyms is loaded by the store's symbolization worker at
+	 * the first kernel frame (off the sample path), not here: without a
+	 * CPU or off-CPU window its ~4 MiB are never needed. */
 	discover(a);
 	if (a->cpu) {
 		cpu_update_enable(a);

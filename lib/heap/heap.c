@@ -102,6 +102,18 @@ static void exp_table_fill(volatile uint32_t *t)
 	}
 }
 
+/* A power of two of at least a page (the kernel's rule for ring buffers), at most 1 GiB. */
+static uint32_t ring_size(unsigned bytes)
+{
+	uint32_t v = 4096;
+
+	if (!bytes)
+		bytes = 4u << 20;
+	while (v < bytes && v < (1u << 30))
+		v <<= 1;
+	return v;
+}
+
 static int open_load(struct pp_heap_tracer *t, bool with_session)
 {
 	struct heap_bpf *s = heap_bpf__open();
@@ -119,6 +131,7 @@ static int open_load(struct pp_heap_tracer *t, bool with_session)
 	exp_table_fill(s->rodata->exp_table);
 	bpf_map__set_max_entries(s->maps.live, PP_MAX(t->opts.max_live, 16u));
 	bpf_map__set_max_entries(s->maps.scratch, (uint32_t)t->ncpus);
+	bpf_map__set_max_entries(s->maps.rb, ring_size(t->opts.ring_bytes));
 	if (with_session) {
 		bpf_program__set_expected_attach_type(s->progs.heap_session,
 						      (enum bpf_attach_type)ATTACH_UPROBE_SESSION);
@@ -469,18 +482,21 @@ static void clear_counters(struct pp_heap_tracer *t, uint32_t slot)
 static void clear_live(struct pp_heap_tracer *t, uint32_t slot)
 {
 	int fd = bpf_map__fd(t->skel->maps.live);
-	struct heap_live_key k, next, *prev = NULL;
+	struct heap_live_key k, next;
 	unsigned budget = PP_MAX(t->opts.max_live, 16u) * 2 + 16;
 
-	while (budget-- && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (next.slot == slot) {
-			bpf_map_delete_elem(fd, &next);
-			/* restart from the beginning: the deleted key is gone */
-			prev = NULL;
-			continue;
-		}
+	if (bpf_map_get_next_key(fd, NULL, &k) < 0)
+		return;
+	/* the next key is taken before k is deleted: one pass over the table
+	 * (restarting after each delete scanned every bucket per entry) */
+	while (budget--) {
+		int more = bpf_map_get_next_key(fd, &k, &next) == 0;
+
+		if (k.slot == slot)
+			bpf_map_delete_elem(fd, &k);
+		if (!more)
+			break;
 		k = next;
-		prev = &k;
 	}
 }
 

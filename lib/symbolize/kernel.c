@@ -31,14 +31,28 @@
 #define JIT_RELOAD_BURST 3u
 #define JIT_RELOAD_NS (1000000000ull)
 
+/*
+ * Text symbols only, sorted, as 32-bit offsets from the lowest address
+ * (kernel text, BPF programs and modules lie within 2 GiB of each other on
+ * x86-64 and arm64) and one blob of names: 8 bytes a symbol plus its name,
+ * about 4 MiB for 120,000 symbols. Loaded at the first kernel address
+ * (kernel stacks come only from CPU and off-CPU windows).
+ */
 struct ksym {
-	uint64_t addr;
+	uint32_t off; /* address - base */
 	uint32_t name; /* offset in names */
+};
+
+/* a symbol while parsing, before its address is made relative */
+struct ksym_tmp {
+	uint64_t addr;
+	uint32_t name;
 };
 
 struct pp_ksyms {
 	struct ksym *v;
 	size_t n;
+	uint64_t base;
 	char *names;
 	size_t names_len;
 	uint64_t failed_at; /* last failed load (no privilege), 0 when loaded */
@@ -46,7 +60,7 @@ struct pp_ksyms {
 
 static int ksym_cmp(const void *a, const void *b)
 {
-	const struct ksym *x = a, *y = b;
+	const struct ksym_tmp *x = a, *y = b;
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -55,77 +69,129 @@ static bool is_text_type(char t)
 	return t == 't' || t == 'T' || t == 'w' || t == 'W';
 }
 
-/* Parses kallsyms text into k. -ENOENT when every address is zero (no privilege). */
-static int ksyms_parse(struct pp_ksyms *k, const char *buf, size_t len)
+/* One kallsyms line ("ADDR TYPE NAME[\t[MOD]]", NUL-terminated, newline
+ * removed) appended to v/names. 1 if it is not a text symbol, 2 if its
+ * address is zero (no privilege), 0 appended, <0 error. */
+static int ksyms_line(char *line, struct ksym_tmp **v, size_t *n, size_t *cap, struct pp_buf *names)
+{
+	char *sp = strchr(line, ' ');
+	if (!sp || sp[1] == '\0' || sp[2] != ' ')
+		return 1;
+	*sp = '\0';
+	char type = sp[1];
+	char *name = sp + 3, *mod = strchr(name, '\t');
+	if (mod)
+		*mod++ = '\0';
+	uint64_t addr;
+	if (pp_parse_u64(line, 16, 0, UINT64_MAX, &addr) < 0)
+		return 1;
+	if (!addr)
+		return 2;
+	if (!is_text_type(type) || !*name)
+		return 1;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 65536;
+		struct ksym_tmp *nv = reallocarray(*v, nc, sizeof(**v));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	size_t off = names->len;
+	if (names->len > UINT32_MAX - 1024)
+		return -E2BIG;
+	int r;
+	/* modules: "name [mod]" (kallsyms prints the module as "[mod]") */
+	if (mod && *mod)
+		r = pp_buf_printf(names, "%s %s", name, mod);
+	else
+		r = pp_buf_puts(names, name);
+	if (r == 0)
+		r = pp_buf_append(names, "", 1);
+	if (r < 0)
+		return r;
+	(*v)[*n].addr = addr;
+	(*v)[*n].name = (uint32_t)off;
+	(*n)++;
+	return 0;
+}
+
+/* Sorted tmp -> k's compact table; symbols more than 4 GiB above the lowest are left out. */
+static int ksyms_compact(struct pp_ksyms *k, struct ksym_tmp *v, size_t n, struct pp_buf *names)
+{
+	qsort(v, n, sizeof(*v), ksym_cmp);
+	size_t keep = 0;
+	while (keep < n && v[keep].addr - v[0].addr <= UINT32_MAX)
+		keep++;
+	struct ksym *c = calloc(keep, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (size_t i = 0; i < keep; i++)
+		c[i] = (struct ksym){ .off = (uint32_t)(v[i].addr - v[0].addr), .name = v[i].name };
+	/* the exact size: pp_buf grows by doubling */
+	char *nm = realloc(names->data, names->len ? names->len : 1);
+	if (nm)
+		names->data = nm;
+	free(k->v);
+	free(k->names);
+	k->v = c;
+	k->n = keep;
+	k->base = v[0].addr;
+	k->names_len = names->len;
+	k->names = pp_buf_steal(names, NULL);
+	return 0;
+}
+
+/* Reads kallsyms line by line (no copy of the whole ~5 MiB text). -ENOENT
+ * when every address is zero (no privilege). */
+static int ksyms_load(struct pp_ksyms *k, const char *path)
 {
 	struct pp_buf names = { .max = KALLSYMS_MAX_BYTES };
-	struct ksym *v = NULL;
-	size_t n = 0, cap = 0;
+	struct ksym_tmp *v = NULL;
+	size_t n = 0, cap = 0, total = 0;
 	bool nonzero = false;
-	const char *p = buf, *end = buf + len;
+	char line[512];
 	int r = 0;
 
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		char line[512];
-		size_t ll = (size_t)(le - p);
-		p = nl ? nl + 1 : end;
-		if (ll == 0 || ll >= sizeof(line))
-			continue;
-		memcpy(line, p - ll - (nl ? 1 : 0), ll);
-		line[ll] = '\0';
-
-		char *sp = strchr(line, ' ');
-		if (!sp || sp[1] == '\0' || sp[2] != ' ')
-			continue;
-		*sp = '\0';
-		char type = sp[1];
-		char *name = sp + 3, *mod = strchr(name, '\t');
-		if (mod)
-			*mod++ = '\0';
-		uint64_t addr;
-		if (pp_parse_u64(line, 16, 0, UINT64_MAX, &addr) < 0)
-			continue;
-		if (addr)
-			nonzero = true;
-		if (!is_text_type(type) || !*name || !addr)
-			continue;
-		if (pp_grow(&v, &cap, n + 1, sizeof(*v), 65536) < 0) {
-			r = -ENOMEM;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		size_t ll = strlen(line);
+		total += ll;
+		if (total > KALLSYMS_MAX_BYTES) {
+			r = -EFBIG;
 			goto out;
 		}
-		size_t off = names.len;
-		if (names.len > UINT32_MAX - 1024) {
-			r = -E2BIG;
-			goto out;
+		if (ll && line[ll - 1] != '\n' && !feof(f)) {
+			/* longer than any symbol line: skip the rest of it */
+			int c;
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				total++;
+			continue;
 		}
-		/* modules: "name [mod]" (kallsyms prints the module as "[mod]") */
-		if (mod && *mod)
-			r = pp_buf_printf(&names, "%s %s", name, mod);
-		else
-			r = pp_buf_puts(&names, name);
-		if (r == 0)
-			r = pp_buf_append(&names, "", 1);
+		if (ll && line[ll - 1] == '\n')
+			line[--ll] = '\0';
+		if (!ll)
+			continue;
+		r = ksyms_line(line, &v, &n, &cap, &names);
 		if (r < 0)
 			goto out;
-		v[n].addr = addr;
-		v[n].name = (uint32_t)off;
-		n++;
+		if (r != 2)
+			nonzero = true;
+		r = 0;
+	}
+	if (ferror(f)) {
+		r = -EIO;
+		goto out;
 	}
 	if (!nonzero || n == 0) {
 		r = -ENOENT;
 		goto out;
 	}
-	qsort(v, n, sizeof(*v), ksym_cmp);
-	free(k->v);
-	free(k->names);
-	k->v = v;
-	k->n = n;
-	k->names_len = names.len;
-	k->names = pp_buf_steal(&names, NULL);
-	return 0;
+	r = ksyms_compact(k, v, n, &names);
 out:
+	fclose(f);
 	free(v);
 	pp_buf_free(&names);
 	return r;
@@ -158,11 +224,7 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 		uint64_t now = pp_now_mono_ns();
 		if (k->failed_at && now - k->failed_at < KALLSYMS_RETRY_NS)
 			return -ENOENT;
-		_cleanup_free_ char *buf = NULL;
-		size_t len;
-		int r = pp_read_file("/proc/kallsyms", KALLSYMS_MAX_BYTES, &buf, &len);
-		if (r == 0)
-			r = ksyms_parse(k, buf, len);
+		int r = ksyms_load(k, "/proc/kallsyms");
 		if (r < 0) {
 			k->failed_at = now ? now : 1;
 			pp_dbg("symbolize: /proc/kallsyms unusable: %s", strerror(-r));
@@ -170,13 +232,23 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 		}
 		k->failed_at = 0;
 	}
-	/* last symbol with addr <= target */
-	size_t lo = PP_UPPER_BOUND(k->v, k->n, addr, addr);
+	if (addr < k->base || addr - k->base > UINT32_MAX)
+		return -ENOENT;
+	uint32_t off = (uint32_t)(addr - k->base);
+	/* last symbol at or below the address */
+	size_t lo = 0, hi = k->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (k->v[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	if (lo == 0)
 		return -ENOENT;
 	const struct ksym *s = &k->v[lo - 1];
-	uint64_t end = lo < k->n ? k->v[lo].addr : s->addr + KSYM_LAST_SPAN;
-	if (addr >= end)
+	uint64_t end = lo < k->n ? k->v[lo].off : (uint64_t)s->off + KSYM_LAST_SPAN;
+	if (off >= end)
 		return -ENOENT;
 	return pp_sym__result_one(ret, k->names + s->name, true);
 }

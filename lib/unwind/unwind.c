@@ -688,6 +688,33 @@ static unsigned unwind_once(struct pp_unwinder *u)
 	return flags;
 }
 
+static int prepare_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+			  void *arg)
+{
+	Dwarf_Addr bias;
+
+	(void)userdata;
+	(void)name;
+	(void)start;
+	(void)arg;
+	dwfl_module_eh_cfi(mod, &bias);
+	return DWARF_CB_OK;
+}
+
+int pp_unwinder__prepare(struct pp_unwinder *u)
+{
+	if (!u)
+		return -EINVAL;
+	if (u->stale || !u->built) {
+		int r = unwinder_build(u);
+		if (r < 0)
+			return r;
+	}
+	if (u->dwfl)
+		dwfl_getmodules(u->dwfl, prepare_module, NULL, 0);
+	return 0;
+}
+
 int pp_unwinder__unwind(struct pp_unwinder *u, const struct pp_regs *regs, const void *stack,
 			size_t stack_len, uint64_t *ret_pcs, size_t max, size_t *ret_n,
 			unsigned *ret_flags)

@@ -51,6 +51,13 @@ int pp_unwinder__unwind(struct pp_unwinder *u, const struct pp_regs *regs, const
 			size_t stack_len, uint64_t *ret_pcs, size_t max, size_t *ret_n,
 			unsigned *ret_flags);
 
+/*
+ * Builds the unwinder now (maps, files, each module's .eh_frame) instead of
+ * at the first unwind: an event burst right after attach then does not
+ * wait ~15 ms for it while the ring buffer fills. Same locking as unwind.
+ */
+int pp_unwinder__prepare(struct pp_unwinder *u);
+
 /* Maps changed (exec, dlopen): rebuild before the next unwind. */
 void pp_unwinder__invalidate(struct pp_unwinder *u);
 void pp_unwinder__free(struct pp_unwinder *u);

@@ -86,6 +86,7 @@ def check_sites(prof, label):
     import re
     m = re.search(r"ringbuf_drops=(\d+)", " ".join(prof["comments"]))
     drops = int(m.group(1)) if m else 0
+    print("%s: ringbuf_drops=%d" % (label, drops))
     got += drops * size / (1 - math.exp(-size / RATE))
     check(abs(got - want) <= t * want, "%s: site_c alloc_space %.1f MiB, expected %.1f MiB +- %.0f%% (%s)" %
           (label, got / 2**20, want / 2**20, 100 * t, prof["comments"][:1]))

@@ -435,7 +435,7 @@ static const struct {
 		      "heap, offcpu, "
 		      "threads, http, limits, log)" },
 	{ "heap: {zzz: 1}\n", "x.yaml:1: heap.zzz: unknown key (valid keys: enabled, sample_rate, "
-			      "max_live, "
+			      "max_live, ring_mib, "
 			      "budget_percent, over_budget, mode)" },
 	{ "targets:\n  - name: a\n    comn: redis\n", "x.yaml:3: targets[0].comn: unknown key (did "
 						      "you mean comm?)" },
@@ -1007,7 +1007,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 37);
+	assert_int_equal(nkeys, 38);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);
