@@ -2068,6 +2068,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		  cs.adopted);
 		C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
 		  cs.adopt_errors);
+		C("cpu_exited_targets_total",
+		  "Targets the CPU sampler stopped sampling in the kernel as their last thread "
+		  "exited (so a process reusing the pid is not sampled).",
+		  cs.exited);
 		G("cpu_events_open", "Per-CPU perf events open.", cs.events_open);
 		G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
 		  cs.open_errors);
@@ -2147,6 +2151,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		struct pp_offcpu_stats os;
 		pp_offcpu__stats(a->offcpu, &os);
 		C("offcpu_drops_total", "Off-CPU events dropped.", os.drops);
+		C("offcpu_exited_targets_total",
+		  "Targets the off-CPU collector stopped recording in the kernel as their last "
+		  "thread exited.",
+		  os.exited);
 	}
 	struct pp_symbolizer_stats sy;
 	pp_symbolizer__stats(a->sym, &sy);
