@@ -370,25 +370,35 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 	return false;
 }
 
+/* Reads pid's maps (capped: PP_MAPS_KEEP entries, PP_MAPS_READ_BYTES
+ * bytes); the first cut read is logged (all are counted in procfs). */
+static int read_maps(const struct pp_proc_info *info, struct pp_maps *maps,
+		     struct pp_maps_read_info *ri)
+{
+	static atomic_bool logged;
+	int r = pp_maps__read_ex(info->pid, maps, ri);
+
+	if (r == 0 && ri->truncated && !atomic_exchange(&logged, true))
+		pp_warn("target: pid %d (%s): /proc/PID/maps cut after %zu entries, %zu bytes "
+			"(caps: %u entries, %zu MiB); code in the mappings left out is not "
+			"symbolized (podprof_maps_truncated_total; logged once)",
+			info->pid, info->comm, ri->kept, ri->bytes, PP_MAPS_KEEP,
+			PP_MAPS_READ_BYTES >> 20);
+	return r;
+}
+
 /* Reads maps and registers pid with the store. Called without a->lock. */
 static int register_process(struct pp_agent *a, const struct pp_proc_info *info, int group,
 			    uint64_t *ret_hash)
 {
-	char *text = NULL;
-	size_t len = 0;
-	char path[64];
 	struct pp_maps maps = { 0 };
+	struct pp_maps_read_info ri;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", info->pid);
-	int r = pp_read_file(path, 64 << 20, &text, &len);
+	int r = read_maps(info, &maps, &ri);
 	if (r < 0)
 		return r;
 	if (ret_hash)
-		*ret_hash = pp_hash_bytes(text, len, 1);
-	r = pp_maps__parse(text, len, &maps, NULL);
-	free(text);
-	if (r < 0)
-		return r;
+		*ret_hash = ri.hash;
 	r = pp_store__process_update(a->store, info, &maps, group);
 	pp_maps__free(&maps);
 	return r;
@@ -893,12 +903,11 @@ static void discover(struct pp_agent *a)
 			}
 		} else {
 			uint64_t h = 0;
-			char path[64], *text = NULL;
-			size_t len;
-			snprintf(path, sizeof(path), "/proc/%d/maps", info.pid);
-			if (pp_read_file(path, 64 << 20, &text, &len) == 0) {
-				h = pp_hash_bytes(text, len, 1);
-				free(text);
+			struct pp_maps mm = { 0 };
+			struct pp_maps_read_info ri;
+			if (read_maps(&info, &mm, &ri) == 0) {
+				h = ri.hash;
+				pp_maps__free(&mm);
 			}
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
@@ -2056,6 +2065,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
 	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
 	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
+	C("maps_truncated_total",
+	  "Reads of a target's /proc/PID/maps cut at 65536 entries or 16 MiB (mappings past "
+	  "the cut are left out).",
+	  pp_maps__truncated_total());
 	if (a->cpu) {
 		struct pp_cpu_stats cs;
 		pp_cpu_sampler__stats(a->cpu, &cs);

@@ -3,8 +3,12 @@
 """Hostile targets, second part (issue 14): pid reuse in the collectors,
 huge maps files, thread dumps of many threads, the per-target fd budget."""
 import os
+import re
 import shutil
+import sys
+import subprocess
 import tempfile
+import time
 
 from harness import Podprof, Skip, Workload, check, frames, run
 from test_hostile_target import spawn_with_pid
@@ -44,5 +48,96 @@ def test_pid_reuse_not_sampled():
         shutil.rmtree(d, ignore_errors=True)
 
 
+# Maps one file page by page with alternating protections: every page is a
+# mapping of its own (the kernel cannot merge neighbours that differ).
+MAPPER = r"""
+import ctypes, os, sys
+path, n = sys.argv[1], int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+fd = os.open(path, os.O_RDONLY)
+base = libc.mmap(None, n * 4096, 1, 2, fd, 0)  # PROT_READ, MAP_PRIVATE
+assert base not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+for i in range(0, n, 2):
+    if libc.mprotect(base + i * 4096, 4096, 0):
+        sys.exit("mprotect: %d" % ctypes.get_errno())
+print(os.getpid(), flush=True)
+import signal; signal.pause()
+"""
+
+
+def status_kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_huge_maps():
+    """A target with 150,000 mappings (about 26 MB of /proc/PID/maps text):
+    podprof keeps at most 65,536 entries and reads at most 16 MiB, streamed
+    (the text is never held whole), counts the cut and logs it once. Before,
+    the whole text (up to 64 MiB) and every entry were held: podprof's peak
+    RSS grew by more than the text's size."""
+    n = 150000
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            old_max = int(f.read())
+        if old_max < n + 1000:
+            with open("/proc/sys/vm/max_map_count", "w") as f:
+                f.write(str(n + 1000))
+    except OSError as e:
+        raise Skip("vm.max_map_count: %s" % e)
+    d = tempfile.mkdtemp(prefix="pp-r1-")
+    try:
+        sub = os.path.join(d, "m" * 80)
+        os.mkdir(sub)
+        path = os.path.join(sub, "mapped")
+        with open(path, "wb") as f:
+            f.truncate(n * 4096)
+        # Baseline: the same target with two mappings of the file.
+        small = Workload([sys.executable, "-c", MAPPER, path, "2"])
+        pp0 = Podprof("--pid", str(small.pid), "--set", "discovery.interval_ms=200")
+        pp0.wait_log(r"target: pid %d \(python" % small.pid, timeout=30)
+        time.sleep(1.0)
+        pp0.profile("/debug/pprof/profile?seconds=1")
+        base = status_kb(pp0.p.pid, "VmHWM")
+        pp0.stop()
+        small.kill()
+        wl = Workload([sys.executable, "-c", MAPPER, path, str(n)])
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        with open("/proc/%d/maps" % wl.pid, "rb") as f:
+            text_bytes = len(f.read())
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200")
+        pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+        hwm0 = status_kb(pp.p.pid, "VmHWM")
+        time.sleep(1.0)  # several discovery passes read the maps again
+        pp.profile("/debug/pprof/profile?seconds=1")
+        rss = status_kb(pp.p.pid, "VmHWM")
+        print("maps text %d KiB; podprof VmHWM %d KiB (at registration %d KiB), "
+              "%d KiB with 2 mappings" % (text_bytes >> 10, rss, hwm0, base), file=sys.stderr)
+        check(text_bytes > (20 << 20), "the mapper made only %d bytes of maps" % text_bytes)
+        # Holding the text whole alone would grow the peak by its size.
+        check((rss - base) * 1024 < text_bytes // 2,
+              "podprof's peak RSS grew by %d KiB for %d KiB of maps text"
+              % (rss - base, text_bytes >> 10))
+        m = pp.metrics()
+        check(m.get("podprof_maps_truncated_total", 0) >= 1, "cut not counted")
+        check(m.get("podprof_targets") == 1, "target lost: %r" % m.get("podprof_targets"))
+        check(len([l for l in pp.lines if "maps cut after" in l]) == 1, "not logged once")
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            with open("/proc/sys/vm/max_map_count", "w") as f:
+                f.write(str(old_max))
+        except OSError:
+            pass
+
+
 if __name__ == "__main__":
-    run([test_pid_reuse_not_sampled])
+    run([test_pid_reuse_not_sampled, test_huge_maps])
