@@ -1513,6 +1513,46 @@ static int dump_limited(struct pp_agent *a, int group, struct pp_buf *out, uint6
  * dump per target per threads.min_interval_ms, each within
  * threads.dump_timeout_ms.
  */
+struct dump_thread_ctx {
+	struct pp_agent *a;
+	pid_t pid;
+	struct pp_maps maps; /* for the text dump */
+	struct pp_buf *out; /* NULL: the gauge only */
+	uint64_t *pcs; /* MAX_PCS */
+	size_t deadline_hits;
+};
+
+/* One thread of a dump (pp_threads__snapshot_each): unwound into the
+ * goroutine gauge and, for the text dump, written out. */
+static void dump_thread(void *ctx, struct pp_thread_snap *t)
+{
+	struct dump_thread_ctx *dc = ctx;
+	struct pp_agent *a = dc->a;
+	struct pp_buf *out = dc->out;
+	size_t n = 0;
+
+	if (t->pause_ns > a->snapshot_pause_ns_max)
+		a->snapshot_pause_ns_max = t->pause_ns;
+	if (t->error == -ETIME)
+		dc->deadline_hits++;
+	if (t->captured)
+		n = unwind(a, dc->pid, &t->regs, t->stack, t->stack_len, dc->pcs);
+	if (n)
+		pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, dc->pid, t->tid, dc->pcs, n);
+	if (!out)
+		return;
+	pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, ", t->tid, t->name,
+		      state_name(t->state), t->wchan[0] ? ", wchan " : "", t->wchan,
+		      (double)t->cpu_time_ns / 1e9);
+	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
+		      t->voluntary_switches, t->nonvoluntary_switches);
+	if (!t->captured)
+		pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
+	else
+		dump_frames(a, dc->pid, &dc->maps, dc->pcs, n, out);
+	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+}
+
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
 	if (!a->cfg->threads.enabled) {
@@ -1553,50 +1593,33 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	/* debug=2 refreshes the gauge too: a rate-limited request gets this dump. */
 	pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 	for (size_t p = 0; p < np; p++) {
-		struct pp_thread_snap *snaps = NULL;
+		struct pp_buf body = { .max = out ? out->max : 0 };
+		struct dump_thread_ctx dc = {
+			.a = a, .pid = pids[p], .out = out ? &body : NULL, .pcs = pcs
+		};
 		size_t ns = 0;
-		struct pp_maps maps = { 0 };
-		if (pp_threads__snapshot(pids[p], &to, &snaps, &ns) < 0)
+		if (out)
+			pp_maps__read(pids[p], &dc.maps);
+		/* Each thread is unwound and written as its batch is done: at
+		 * most PP_THREADS_BATCH stacks are held. */
+		int r = pp_threads__snapshot_each(pids[p], &to, dump_thread, &dc, &ns);
+		pp_maps__free(&dc.maps);
+		deadline_hits += dc.deadline_hits;
+		if (r < 0) {
+			pp_buf_free(&body);
 			continue;
+		}
 		a->snapshots++;
 		if (out) {
-			pp_maps__read(pids[p], &maps);
 			struct pp_proc_info info = { 0 };
 			pp_proc__read_info(pids[p], &info);
 			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p],
 				      info.comm, info.exe ? info.exe : "", ns);
 			pp_proc_info__free(&info);
+			if (body.len)
+				pp_buf_append(out, body.data, body.len);
 		}
-		for (size_t i = 0; i < ns; i++) {
-			struct pp_thread_snap *t = &snaps[i];
-			size_t n = 0;
-			if (t->pause_ns > a->snapshot_pause_ns_max)
-				a->snapshot_pause_ns_max = t->pause_ns;
-			if (t->error == -ETIME)
-				deadline_hits++;
-			if (t->captured)
-				n = unwind(a, pids[p], &t->regs, t->stack, t->stack_len, pcs);
-			if (n)
-				pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p], t->tid,
-						    pcs, n);
-			if (!out)
-				continue;
-			pp_buf_printf(out,
-				      "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
-				      " voluntary / %" PRIu64 " involuntary]:\n",
-				      t->tid, t->name, state_name(t->state),
-				      t->wchan[0] ? ", wchan " : "", t->wchan,
-				      (double)t->cpu_time_ns / 1e9, t->voluntary_switches,
-				      t->nonvoluntary_switches);
-			if (!t->captured)
-				pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
-			else
-				dump_frames(a, pids[p], &maps, pcs, n, out);
-			pp_buf_printf(out, "\t(stopped for %.1f us)\n\n",
-				      (double)t->pause_ns / 1e3);
-		}
-		pp_maps__free(&maps);
-		pp_threads__free(snaps, ns);
+		pp_buf_free(&body);
 	}
 	pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
 	if (deadline_hits) {

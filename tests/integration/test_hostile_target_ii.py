@@ -14,6 +14,7 @@ from harness import Podprof, Skip, Workload, check, frames, run
 from test_hostile_target import spawn_with_pid
 
 WL_SPIN = os.environ.get("WL_SPIN", "")
+WL_DEEPSTACKS = os.environ.get("WL_DEEPSTACKS", "")
 
 
 def test_pid_reuse_not_sampled():
@@ -139,5 +140,44 @@ def test_huge_maps():
             pass
 
 
+def dump_growth_kb(nthreads, stack):
+    """podprof's peak RSS growth over one full thread dump of a deepstacks
+    target with nthreads threads, and the dump's text."""
+    wl = Workload([WL_DEEPSTACKS, str(nthreads)])
+    pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                 "--set", "cpu.stack_bytes=%d" % stack, "--set", "threads.min_interval_ms=0",
+                 "--set", "threads.dump_timeout_ms=60000", "--set", "threads.max_pause_ms=1000")
+    try:
+        pp.wait_log(r"target: pid %d \(deepstacks\)" % wl.pid, timeout=30)
+        time.sleep(0.5)
+        hwm0 = status_kb(pp.p.pid, "VmHWM")
+        st, _h, body = pp.request("/debug/pprof/goroutine?debug=2")
+        hwm1 = status_kb(pp.p.pid, "VmHWM")
+        check(st == 200, "goroutine?debug=2: %s" % st)
+        return hwm1 - hwm0, body.decode(errors="replace")
+    finally:
+        pp.stop()
+        wl.kill()
+
+
+def test_thread_dump_memory():
+    """Full thread dumps of targets with 50 and 600 threads parked under
+    ~96 KiB of stack each, copying 64 KiB of stack per thread: podprof
+    copies, unwinds and writes out a batch of threads at a time, so the
+    550 more threads cost their text, not their stacks. Before, every
+    thread's stack copy was held at once (550 x 64 KiB more, 34 MiB)."""
+    few, many, stack = 50, 600, 65528
+    g_few, _ = dump_growth_kb(few, stack)
+    g_many, text = dump_growth_kb(many, stack)
+    print("thread dump peak RSS growth: %d KiB with %d threads, %d KiB with %d; "
+          "%d bytes of text" % (g_few, few, g_many, many, len(text)), file=sys.stderr)
+    check(re.search(r"%d threads" % (many + 1), text), "not every thread listed:\n%s"
+          % text[:300])
+    check(text.count("dive") >= many, "stacks not unwound: %d dive frames" % text.count("dive"))
+    held = (many - few) * stack // 1024
+    check(g_many - g_few < held // 2, "peak RSS grew by %d KiB more for %d more threads "
+          "(%d KiB of stack copies)" % (g_many - g_few, many - few, held))
+
+
 if __name__ == "__main__":
-    run([test_pid_reuse_not_sampled, test_huge_maps])
+    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory])
