@@ -173,6 +173,7 @@ struct pp_agent {
 	bool target_read_logged;
 	/* refusals of hostile target files, logged once each (counted in /metrics) */
 	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
+	bool logged_fd_budget;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
@@ -794,6 +795,13 @@ static void log_refusals(struct pp_agent *a)
 		pp_warn("unwind: a file's debug sections would take over 64 MiB once decompressed: "
 			"no CFI for it, frame pointers only (counted in "
 			"podprof_unwind_debug_refused_total)");
+	}
+	if (pp_unwind_fd_budget_hits() && !a->logged_fd_budget) {
+		a->logged_fd_budget = true;
+		pp_warn("unwind: a target maps more executable files than its fd budget (%d fds, "
+			"two per file) allows: the files past it get no CFI, frame pointers only "
+			"(counted in podprof_unwind_fd_budget_total)",
+			PP_UNWIND_FD_BUDGET);
 	}
 	if (sb && !a->logged_sigbus) {
 		a->logged_sigbus = true;
@@ -2206,6 +2214,9 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("unwind_debug_refused_total",
 	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
 	  pp_unwind_debug_refused());
+	C("unwind_fd_budget_total",
+	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
+	  pp_unwind_fd_budget_hits());
 	C("sigbus_repaired_total",
 	  "Reads of a target file truncated under podprof, answered with zeros.",
 	  pp_sigbus_guard_repaired());

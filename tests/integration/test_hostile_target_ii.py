@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, Workload, check, frames, run
+from harness import Podprof, Skip, Workload, check, count_fds, frames, run
 from test_hostile_target import spawn_with_pid
 
 WL_SPIN = os.environ.get("WL_SPIN", "")
@@ -179,5 +179,61 @@ def test_thread_dump_memory():
           "(%d KiB of stack copies)" % (g_many - g_few, many - few, held))
 
 
+# Maps each file given executable, then burns CPU (so the unwinder is built).
+EXEC_MAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY)
+    if libc.mmap(None, os.fstat(fd).st_size, 5, 2, fd, 0) in (None, 2**64 - 1):
+        sys.exit("mmap %s: %d" % (path, ctypes.get_errno()))
+    os.close(fd)
+print(os.getpid(), flush=True)
+x = 0
+while True:
+    x += 1
+"""
+
+
+def test_fd_budget():
+    """A target that maps 300 distinct executable ELF files: the unwinder
+    keeps two fds per file, so before it held 600+ fds for this one target.
+    Now one target's unwinder keeps at most 256 (files past the budget get
+    no CFI), the hit is counted and logged, and the target stays a target
+    (never "exited")."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    nfiles, budget = 300, 256
+    d = tempfile.mkdtemp(prefix="pp-r1-")
+    try:
+        paths = []
+        for i in range(nfiles):
+            p = os.path.join(d, "lib%03d.so" % i)
+            shutil.copy(lib, p)
+            paths.append(p)
+        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200")
+        pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+        fds0 = count_fds(pp.p.pid)
+        prof = pp.profile("/debug/pprof/profile?seconds=2")
+        fds1 = count_fds(pp.p.pid)
+        print("podprof fds: %d before the profile, %d after (%d files mapped)"
+              % (fds0, fds1, nfiles), file=sys.stderr)
+        check(sum(s["values"][0] for s in prof["samples"]) > 0, "no samples of the target")
+        check(fds1 - fds0 <= budget + 16, "podprof holds %d more fds for one target "
+              "(budget %d)" % (fds1 - fds0, budget))
+        pp.wait_log(r"fd budget", timeout=10)
+        m = pp.metrics()
+        check(m.get("podprof_unwind_fd_budget_total", 0) >= 1, "budget hit not counted")
+        check(m.get("podprof_targets") == 1, "target lost")
+        check(not [l for l in pp.lines if "exited" in l], "the target was taken for exited")
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory])
+    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget])
