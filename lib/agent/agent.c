@@ -911,12 +911,9 @@ static void discover(struct pp_agent *a)
 			}
 		} else {
 			uint64_t h = 0;
-			struct pp_maps mm = { 0 };
 			struct pp_maps_read_info ri;
-			if (read_maps(&info, &mm, &ri) == 0) {
+			if (read_maps(&info, NULL, &ri) == 0) /* the hash only */
 				h = ri.hash;
-				pp_maps__free(&mm);
-			}
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
 

@@ -331,7 +331,7 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 	size_t have = 0;
 	int r = 0;
 
-	if (pid <= 0 || !ret)
+	if (pid <= 0 || (!ret && !info))
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -389,15 +389,20 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 			} else {
 				ll = (size_t)(nl - (buf + off));
 			}
-			if (b.n >= PP_MAPS_KEEP) {
+			/* The cap counts lines, so a hash-only read cuts where a
+			 * parsing one does. */
+			if (ll > 0 && in.kept >= PP_MAPS_KEEP) {
 				in.truncated = true;
 				eof = true;
 				break;
 			}
 			in.hash = pp_hash_bytes(buf + off, ll, in.hash);
-			r = builder_line(&b, buf + off, ll);
-			if (r < 0)
-				goto out;
+			if (ret) {
+				r = builder_line(&b, buf + off, ll);
+				if (r < 0)
+					goto out;
+			}
+			in.kept += ll > 0;
 			off += ll + (nl ? 1 : 0);
 		}
 		if (eof)
@@ -405,12 +410,11 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 		memmove(buf, buf + off, have - off);
 		have -= off;
 	}
-	in.kept = b.n;
 	if (in.truncated)
 		atomic_fetch_add(&maps_truncated, 1);
 	free(buf);
 	buf = NULL;
-	r = builder_finish(&b, ret, NULL);
+	r = ret ? builder_finish(&b, ret, NULL) : 0;
 	if (r == 0 && info)
 		*info = in;
 	return r;

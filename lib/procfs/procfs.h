@@ -63,10 +63,11 @@ int pp_maps__read(pid_t pid, struct pp_maps *ret);
 
 struct pp_maps_read_info {
 	size_t bytes; /* bytes read */
-	size_t kept; /* entries kept (before removing overlaps) */
+	size_t kept; /* lines read (entries kept, malformed lines included) */
 	bool truncated; /* a cap was hit: entries were left out */
 	uint64_t hash; /* of the lines parsed: equal text, equal hash */
 };
+/* ret NULL: only info (the hash), nothing parsed or kept. */
 int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *info);
 /* Reads cut by the caps above, since start (process-wide). */
 uint64_t pp_maps__truncated_total(void);
