@@ -12,6 +12,11 @@
  * the child's first sample adds it to "targets" and marks the record, so
  * user space adopts it. The fork hook costs one hash lookup per fork on
  * the node.
+ *
+ * Exits: when the last thread of a target exits (sched_process_exit with
+ * signal->live at 0), its "targets" entry goes, so a process that later
+ * takes the same pid is not sampled as the old target before user space
+ * notices the exit. Likewise a remembered child's "children" entry.
  */
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
@@ -21,8 +26,17 @@
 #include "cpu.h"
 #include "ustack.h"
 
+struct atomic___cpu {
+	int counter;
+};
+
+struct signal_struct___cpu {
+	struct atomic___cpu live; /* threads not yet past do_exit's group_dead test */
+} __attribute__((preserve_access_index));
+
 struct task_struct___cpu {
 	int tgid;
+	struct signal_struct___cpu *signal;
 } __attribute__((preserve_access_index));
 
 /* Set before load. */
@@ -194,6 +208,26 @@ int cpu_fork(struct bpf_raw_tracepoint_args *ctx)
 	t.parent = ns.tgid;
 	if (bpf_map_update_elem(&children, &child_tgid, &t, BPF_ANY))
 		count(CPU_CNT_CHILDREN_FULL);
+	return 0;
+}
+
+/* sched_process_exit(struct task_struct *p): runs in the exiting task, after
+ * do_exit decremented signal->live; 0 means the whole thread group is gone. */
+SEC("raw_tp/sched_process_exit")
+int cpu_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct___cpu *task = (void *)bpf_get_current_task();
+	struct bpf_pidns_info ns = {};
+	__u32 host;
+
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	host = bpf_get_current_pid_tgid() >> 32;
+	bpf_map_delete_elem(&children, &host);
+	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+		return 0;
+	if (bpf_map_delete_elem(&targets, &ns.tgid) == 0)
+		count(CPU_CNT_EXITED);
 	return 0;
 }
 

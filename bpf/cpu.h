@@ -25,6 +25,7 @@ enum cpu_counter {
 	CPU_CNT_STACK_ERR, /* the first stack page could not be read (sample kept, no stack) */
 	CPU_CNT_TARGETS_FULL, /* an adopted child could not be added to "targets" */
 	CPU_CNT_CHILDREN_FULL, /* a forked child could not be remembered */
+	CPU_CNT_EXITED, /* a target's last thread exited: its entry removed in BPF */
 	CPU_CNT__MAX,
 };
 

@@ -35,8 +35,17 @@
 
 /* Kernel types, only the fields used; CO-RE relocates them (the ___pp
  * suffix keeps them apart from any UAPI definition). */
+struct atomic___pp {
+	int counter;
+};
+
+struct signal_struct___pp {
+	struct atomic___pp live;
+} __attribute__((preserve_access_index));
+
 struct task_struct___pp {
 	int pid;
+	struct signal_struct___pp *signal;
 } __attribute__((preserve_access_index));
 
 /* Set before load. */
@@ -332,13 +341,22 @@ int offcpu_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* A dying thread never reaches sys_exit of its last syscall: forget it. */
+/* A dying thread never reaches sys_exit of its last syscall: forget it.
+ * The last thread of a target (signal->live at 0, do_exit decremented it
+ * before this tracepoint) takes the target's entry with it, so a process
+ * that later gets the same pid is not recorded as the old target. */
 SEC("raw_tp/sched_process_exit")
 int offcpu_task_exit(struct bpf_raw_tracepoint_args *ctx)
 {
+	struct task_struct___pp *task = (void *)bpf_get_current_task();
 	__u32 key = (__u32)bpf_get_current_pid_tgid();
+	__u32 pid, tgid;
 
 	bpf_map_delete_elem(&threads, &key);
+	if (BPF_CORE_READ(task, signal, live.counter) != 0 || ns_ids(&pid, &tgid))
+		return 0;
+	if (bpf_map_delete_elem(&targets, &tgid) == 0)
+		count(OFFCPU_CNT_EXITED);
 	return 0;
 }
 

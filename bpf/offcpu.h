@@ -29,6 +29,7 @@ enum offcpu_counter {
 	OFFCPU_CNT_RATE_CAP, /* per-process rate cap hit */
 	OFFCPU_CNT_STACK_ERR, /* the first stack page could not be read */
 	OFFCPU_CNT_THREADS_FULL, /* no room in the per-thread map */
+	OFFCPU_CNT_EXITED, /* a target's last thread exited: its entry removed in BPF */
 	OFFCPU_CNT__MAX,
 };
 

@@ -173,6 +173,7 @@ struct pp_agent {
 	bool target_read_logged;
 	/* refusals of hostile target files, logged once each (counted in /metrics) */
 	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
+	bool logged_fd_budget;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
@@ -373,25 +374,35 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 	return false;
 }
 
+/* Reads pid's maps (capped: PP_MAPS_KEEP entries, PP_MAPS_READ_BYTES
+ * bytes); the first cut read is logged (all are counted in procfs). */
+static int read_maps(const struct pp_proc_info *info, struct pp_maps *maps,
+		     struct pp_maps_read_info *ri)
+{
+	static atomic_bool logged;
+	int r = pp_maps__read_ex(info->pid, maps, ri);
+
+	if (r == 0 && ri->truncated && !atomic_exchange(&logged, true))
+		pp_warn("target: pid %d (%s): /proc/PID/maps cut after %zu entries, %zu bytes "
+			"(caps: %u entries, %zu MiB); code in the mappings left out is not "
+			"symbolized (podprof_maps_truncated_total; logged once)",
+			info->pid, info->comm, ri->kept, ri->bytes, PP_MAPS_KEEP,
+			PP_MAPS_READ_BYTES >> 20);
+	return r;
+}
+
 /* Reads maps and registers pid with the store. Called without a->lock. */
 static int register_process(struct pp_agent *a, const struct pp_proc_info *info, int group,
 			    uint64_t *ret_hash)
 {
-	char *text = NULL;
-	size_t len = 0;
-	char path[64];
 	struct pp_maps maps = { 0 };
+	struct pp_maps_read_info ri;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", info->pid);
-	int r = pp_read_file(path, 64 << 20, &text, &len);
+	int r = read_maps(info, &maps, &ri);
 	if (r < 0)
 		return r;
 	if (ret_hash)
-		*ret_hash = pp_hash_bytes(text, len, 1);
-	r = pp_maps__parse(text, len, &maps, NULL);
-	free(text);
-	if (r < 0)
-		return r;
+		*ret_hash = ri.hash;
 	r = pp_store__process_update(a->store, info, &maps, group);
 	pp_maps__free(&maps);
 	return r;
@@ -776,6 +787,13 @@ static void log_refusals(struct pp_agent *a)
 			"no CFI for it, frame pointers only (counted in "
 			"podprof_unwind_debug_refused_total)");
 	}
+	if (pp_unwind_fd_budget_hits() && !a->logged_fd_budget) {
+		a->logged_fd_budget = true;
+		pp_warn("unwind: a target maps more executable files than its fd budget (%d fds, "
+			"two per file) allows: the files past it get no CFI, frame pointers only "
+			"(counted in podprof_unwind_fd_budget_total)",
+			PP_UNWIND_FD_BUDGET);
+	}
 	if (sb && !a->logged_sigbus) {
 		a->logged_sigbus = true;
 		pp_warn("a target truncated a file podprof had mapped: the pages past its end read "
@@ -884,13 +902,9 @@ static void discover(struct pp_agent *a)
 			}
 		} else {
 			uint64_t h = 0;
-			char path[64], *text = NULL;
-			size_t len;
-			snprintf(path, sizeof(path), "/proc/%d/maps", info.pid);
-			if (pp_read_file(path, 64 << 20, &text, &len) == 0) {
-				h = pp_hash_bytes(text, len, 1);
-				free(text);
-			}
+			struct pp_maps_read_info ri;
+			if (read_maps(&info, NULL, &ri) == 0) /* the hash only */
+				h = ri.hash;
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
 
@@ -1526,6 +1540,46 @@ static int dump_limited(struct pp_agent *a, int group, struct pp_buf *out, uint6
  * dump per target per threads.min_interval_ms, each within
  * threads.dump_timeout_ms.
  */
+struct dump_thread_ctx {
+	struct pp_agent *a;
+	pid_t pid;
+	struct pp_maps maps; /* for the text dump */
+	struct pp_buf *out; /* NULL: the gauge only */
+	uint64_t *pcs; /* MAX_PCS */
+	size_t deadline_hits;
+};
+
+/* One thread of a dump (pp_threads__snapshot_each): unwound into the
+ * goroutine gauge and, for the text dump, written out. */
+static void dump_thread(void *ctx, struct pp_thread_snap *t)
+{
+	struct dump_thread_ctx *dc = ctx;
+	struct pp_agent *a = dc->a;
+	struct pp_buf *out = dc->out;
+	size_t n = 0;
+
+	if (t->pause_ns > a->snapshot_pause_ns_max)
+		a->snapshot_pause_ns_max = t->pause_ns;
+	if (t->error == -ETIME)
+		dc->deadline_hits++;
+	if (t->captured)
+		n = unwind(a, dc->pid, &t->regs, t->stack, t->stack_len, dc->pcs);
+	if (n)
+		pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, dc->pid, t->tid, dc->pcs, n);
+	if (!out)
+		return;
+	pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, ", t->tid, t->name,
+		      state_name(t->state), t->wchan[0] ? ", wchan " : "", t->wchan,
+		      (double)t->cpu_time_ns / 1e9);
+	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
+		      t->voluntary_switches, t->nonvoluntary_switches);
+	if (!t->captured)
+		pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
+	else
+		dump_frames(a, dc->pid, &dc->maps, dc->pcs, n, out);
+	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+}
+
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
 	if (!a->cfg->threads.enabled) {
@@ -1566,50 +1620,33 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	/* debug=2 refreshes the gauge too: a rate-limited request gets this dump. */
 	pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 	for (size_t p = 0; p < np; p++) {
-		struct pp_thread_snap *snaps = NULL;
+		struct pp_buf body = { .max = out ? out->max : 0 };
+		struct dump_thread_ctx dc = {
+			.a = a, .pid = pids[p], .out = out ? &body : NULL, .pcs = pcs
+		};
 		size_t ns = 0;
-		struct pp_maps maps = { 0 };
-		if (pp_threads__snapshot(pids[p], &to, &snaps, &ns) < 0)
+		if (out)
+			pp_maps__read(pids[p], &dc.maps);
+		/* Each thread is unwound and written as its batch is done: at
+		 * most PP_THREADS_BATCH stacks are held. */
+		int r = pp_threads__snapshot_each(pids[p], &to, dump_thread, &dc, &ns);
+		pp_maps__free(&dc.maps);
+		deadline_hits += dc.deadline_hits;
+		if (r < 0) {
+			pp_buf_free(&body);
 			continue;
+		}
 		a->snapshots++;
 		if (out) {
-			pp_maps__read(pids[p], &maps);
 			struct pp_proc_info info = { 0 };
 			pp_proc__read_info(pids[p], &info);
 			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p],
 				      info.comm, info.exe ? info.exe : "", ns);
 			pp_proc_info__free(&info);
+			if (body.len)
+				pp_buf_append(out, body.data, body.len);
 		}
-		for (size_t i = 0; i < ns; i++) {
-			struct pp_thread_snap *t = &snaps[i];
-			size_t n = 0;
-			if (t->pause_ns > a->snapshot_pause_ns_max)
-				a->snapshot_pause_ns_max = t->pause_ns;
-			if (t->error == -ETIME)
-				deadline_hits++;
-			if (t->captured)
-				n = unwind(a, pids[p], &t->regs, t->stack, t->stack_len, pcs);
-			if (n)
-				pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, pids[p], t->tid,
-						    pcs, n);
-			if (!out)
-				continue;
-			pp_buf_printf(out,
-				      "thread %d \"%s\" [%s%s%s, cpu %.3fs, switches %" PRIu64
-				      " voluntary / %" PRIu64 " involuntary]:\n",
-				      t->tid, t->name, state_name(t->state),
-				      t->wchan[0] ? ", wchan " : "", t->wchan,
-				      (double)t->cpu_time_ns / 1e9, t->voluntary_switches,
-				      t->nonvoluntary_switches);
-			if (!t->captured)
-				pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
-			else
-				dump_frames(a, pids[p], &maps, pcs, n, out);
-			pp_buf_printf(out, "\t(stopped for %.1f us)\n\n",
-				      (double)t->pause_ns / 1e3);
-		}
-		pp_maps__free(&maps);
-		pp_threads__free(snaps, ns);
+		pp_buf_free(&body);
 	}
 	pp_store__gauge_end(a->store, PP_PROFILE_GOROUTINE);
 	if (deadline_hits) {
@@ -2074,6 +2111,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
 	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
 	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
+	C("maps_truncated_total",
+	  "Reads of a target's /proc/PID/maps cut at 65536 entries or 16 MiB (mappings past "
+	  "the cut are left out).",
+	  pp_maps__truncated_total());
 	if (a->cpu) {
 		struct pp_cpu_stats cs;
 		pp_cpu_sampler__stats(a->cpu, &cs);
@@ -2086,6 +2127,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		  cs.adopted);
 		C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
 		  cs.adopt_errors);
+		C("cpu_exited_targets_total",
+		  "Targets the CPU sampler stopped sampling in the kernel as their last thread "
+		  "exited (so a process reusing the pid is not sampled).",
+		  cs.exited);
 		G("cpu_events_open", "Per-CPU perf events open.", cs.events_open);
 		G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
 		  cs.open_errors);
@@ -2165,6 +2210,10 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		struct pp_offcpu_stats os;
 		pp_offcpu__stats(a->offcpu, &os);
 		C("offcpu_drops_total", "Off-CPU events dropped.", os.drops);
+		C("offcpu_exited_targets_total",
+		  "Targets the off-CPU collector stopped recording in the kernel as their last "
+		  "thread exited.",
+		  os.exited);
 	}
 	struct pp_symbolizer_stats sy;
 	pp_symbolizer__stats(a->sym, &sy);
@@ -2180,6 +2229,9 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	C("unwind_debug_refused_total",
 	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
 	  pp_unwind_debug_refused());
+	C("unwind_fd_budget_total",
+	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
+	  pp_unwind_fd_budget_hits());
 	C("sigbus_repaired_total",
 	  "Reads of a target file truncated under podprof, answered with zeros.",
 	  pp_sigbus_guard_repaired());

@@ -286,6 +286,12 @@ struct pp_cpu_sampler *pp_cpu_sampler__new(const struct pp_cpu_opts *opts, pp_cp
 			goto fail;
 		}
 	}
+	s->skel->links.cpu_exit = bpf_program__attach(s->skel->progs.cpu_exit);
+	if (!s->skel->links.cpu_exit) {
+		r = -errno;
+		pp_dbg("cpu: attach sched_process_exit: %s", strerror(errno));
+		goto fail;
+	}
 	if (open_events(s, &err) == 0) {
 		r = err ? -err : -ENODEV;
 		pp_dbg("cpu: no per-CPU cpu-clock event: %s", strerror(-r));
@@ -392,10 +398,11 @@ int pp_cpu_sampler__remove_process(struct pp_cpu_sampler *s, pid_t pid)
 
 	if (!s || pid <= 0)
 		return -EINVAL;
-	if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.targets), &key) < 0)
-		return -ENOENT;
+	/* The entry may be gone already (removed in BPF when the process
+	 * exited): its adopted children are removed all the same. */
+	int r = bpf_map_delete_elem(bpf_map__fd(s->skel->maps.targets), &key) < 0 ? -ENOENT : 0;
 	remove_children(s, key, 0);
-	return 0;
+	return r;
 }
 
 static void sweep(struct pp_cpu_sampler *s)
@@ -494,6 +501,7 @@ void pp_cpu_sampler__stats(struct pp_cpu_sampler *s, struct pp_cpu_stats *ret)
 	ret->stack_errors = counter(s, CPU_CNT_STACK_ERR);
 	ret->adopt_errors = counter(s, CPU_CNT_TARGETS_FULL) + counter(s, CPU_CNT_CHILDREN_FULL);
 	ret->adopted = s->adopted;
+	ret->exited = counter(s, CPU_CNT_EXITED);
 	ret->events_open = s->events_open;
 	ret->open_errors = s->open_errors;
 	ret->targets = targets_where(s, any_target, 0, NULL, 0);

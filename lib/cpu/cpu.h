@@ -78,6 +78,7 @@ struct pp_cpu_stats {
 	uint64_t stack_errors; /* delivered without a user stack (first page unreadable) */
 	uint64_t adopt_errors; /* forked children that could not be tracked */
 	uint64_t adopted; /* children adopted */
+	uint64_t exited; /* targets removed in BPF when their last thread exited */
 	uint64_t events_open; /* per-CPU events */
 	uint64_t open_errors; /* CPUs whose event could not be opened: their time is not sampled */
 	uint64_t targets; /* processes sampled now (adopted children included) */

@@ -326,6 +326,7 @@ void pp_offcpu__stats(struct pp_offcpu *o, struct pp_offcpu_stats *ret)
 	ret->drops = sums[OFFCPU_CNT_RINGBUF_FULL] + sums[OFFCPU_CNT_RATE_CAP] +
 		     sums[OFFCPU_CNT_THREADS_FULL];
 	ret->stack_errors = sums[OFFCPU_CNT_STACK_ERR];
+	ret->exited = sums[OFFCPU_CNT_EXITED];
 }
 
 void pp_offcpu__free(struct pp_offcpu *o)

@@ -117,6 +117,7 @@ struct pp_offcpu_stats {
 	uint64_t events; /* delivered to fn */
 	uint64_t drops; /* ring buffer full, rate cap, thread table full */
 	uint64_t stack_errors; /* user stack unreadable (event still delivered, stack_len 0) */
+	uint64_t exited; /* targets removed in BPF when their last thread exited */
 };
 void pp_offcpu__stats(struct pp_offcpu *o, struct pp_offcpu_stats *ret);
 /* Detaches and frees everything; NULL is fine. */

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -159,95 +160,106 @@ static int map_cmp(const void *a, const void *b)
 	return x->end < y->end ? -1 : x->end > y->end;
 }
 
-int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad)
+/* Entries being collected, line by line (whole text or streamed). */
+struct maps_builder {
+	struct pp_map *v;
+	size_t n, cap, bad;
+	struct pp_buf strings;
+	bool sorted;
+	size_t last_path; /* arena offset + 1 of the previous entry's path, 0: none */
+	size_t last_plen;
+};
+
+/* Adds one line (no '\n'). -E2BIG past PP_MAPS_MAX entries. */
+static int builder_line(struct maps_builder *b, const char *p, size_t ll)
 {
-	struct pp_map *v = NULL, *nv;
-	size_t n = 0, cap = 0, bad = 0;
-	struct pp_buf strings = { .max = (size_t)1 << 31 };
-	const char *p = buf, *end = buf + len;
-	bool sorted = true;
+	size_t poff, plen;
+	struct pp_map m;
 	int r;
 
-	if (!ret || (!buf && len))
-		return -EINVAL;
-
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		size_t ll = (size_t)(le - p), poff, plen;
-		struct pp_map m;
-
-		if (ll == 0) {
-			p = le + 1;
-			continue;
-		}
-		if (ll > MAPS_MAX_LINE || parse_line(p, ll, &m, &poff, &plen) < 0) {
-			bad++;
-			p = le + 1;
-			continue;
-		}
-		if (n >= PP_MAPS_MAX) {
-			r = -E2BIG;
-			goto fail;
-		}
-		if (plen > 0) {
-			const char *path = p + poff;
-			if (path[0] != '/') {
-				/* [heap], [vdso], [anon:x], anon_inode:[perf_event], ... */
-				m.special = true;
-			} else if (plen > strlen(DELETED_SUFFIX) &&
-				   memcmp(path + plen - strlen(DELETED_SUFFIX), DELETED_SUFFIX,
-					  strlen(DELETED_SUFFIX)) == 0) {
-				m.deleted = true;
-				plen -= strlen(DELETED_SUFFIX);
-			}
-			if (memchr(path, '\0', plen)) {
-				bad++;
-				p = le + 1;
-				continue;
-			}
-			/* Store the arena offset + 1 in the pointer for now; fixed up below. */
-			m.path = (char *)(uintptr_t)(strings.len + 1);
-			if ((r = pp_buf_append(&strings, path, plen)) < 0 ||
-			    (r = pp_buf_append(&strings, "", 1)) < 0)
-				goto fail;
-		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			nv = realloc(v, ncap * sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		if (n > 0 && map_cmp(&v[n - 1], &m) > 0)
-			sorted = false;
-		v[n++] = m;
-		p = le + 1;
+	if (ll == 0)
+		return 0;
+	if (ll > MAPS_MAX_LINE || parse_line(p, ll, &m, &poff, &plen) < 0) {
+		b->bad++;
+		return 0;
 	}
+	if (b->n >= PP_MAPS_MAX)
+		return -E2BIG;
+	if (plen > 0) {
+		const char *path = p + poff;
+		if (path[0] != '/') {
+			/* [heap], [vdso], [anon:x], anon_inode:[perf_event], ... */
+			m.special = true;
+		} else if (plen > strlen(DELETED_SUFFIX) &&
+			   memcmp(path + plen - strlen(DELETED_SUFFIX), DELETED_SUFFIX,
+				  strlen(DELETED_SUFFIX)) == 0) {
+			m.deleted = true;
+			plen -= strlen(DELETED_SUFFIX);
+		}
+		if (memchr(path, '\0', plen)) {
+			b->bad++;
+			return 0;
+		}
+		/* Store the arena offset + 1 in the pointer for now; fixed up at
+		 * the end. Runs of one file (a mapping split by protections)
+		 * share one copy of its path. */
+		if (b->last_path && b->last_plen == plen &&
+		    memcmp(b->strings.data + b->last_path - 1, path, plen) == 0) {
+			m.path = (char *)(uintptr_t)b->last_path;
+		} else {
+			m.path = (char *)(uintptr_t)(b->strings.len + 1);
+			if ((r = pp_buf_append(&b->strings, path, plen)) < 0 ||
+			    (r = pp_buf_append(&b->strings, "", 1)) < 0)
+				return r;
+			b->last_path = (uintptr_t)m.path;
+			b->last_plen = plen;
+		}
+	}
+	if (b->n == b->cap) {
+		size_t ncap = b->cap ? b->cap * 2 : 64;
+		struct pp_map *nv = realloc(b->v, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		b->v = nv;
+		b->cap = ncap;
+	}
+	if (b->n > 0 && map_cmp(&b->v[b->n - 1], &m) > 0)
+		b->sorted = false;
+	b->v[b->n++] = m;
+	return 0;
+}
+
+static void builder_free(struct maps_builder *b)
+{
+	free(b->v);
+	pp_buf_free(&b->strings);
+}
+
+/* Moves the entries into ret (one allocation) and frees the builder. */
+static int builder_finish(struct maps_builder *b, struct pp_maps *ret, size_t *ret_bad)
+{
+	struct pp_map *v;
+	size_t n = b->n, bad = b->bad;
 
 	/* One allocation: the array, then the path strings. */
 	{
 		size_t arr = n * sizeof(*v);
-		char *block = malloc(arr + strings.len + 1);
+		char *block = malloc(arr + b->strings.len + 1);
 		if (!block) {
-			r = -ENOMEM;
-			goto fail;
+			builder_free(b);
+			return -ENOMEM;
 		}
-		memcpy(block + arr, strings.data ? strings.data : "", strings.len);
-		block[arr + strings.len] = '\0';
-		nv = (struct pp_map *)(void *)block;
+		memcpy(block + arr, b->strings.data ? b->strings.data : "", b->strings.len);
+		block[arr + b->strings.len] = '\0';
+		v = (struct pp_map *)(void *)block;
 		for (size_t i = 0; i < n; i++) {
-			nv[i] = v[i];
-			if (v[i].path)
-				nv[i].path = block + arr + ((uintptr_t)v[i].path - 1);
+			v[i] = b->v[i];
+			if (b->v[i].path)
+				v[i].path = block + arr + ((uintptr_t)b->v[i].path - 1);
 		}
-		free(v);
-		v = nv;
 	}
-	pp_buf_free(&strings);
+	bool sorted = b->sorted;
+	builder_free(b);
 
 	if (!sorted)
 		qsort(v, n, sizeof(*v), map_cmp);
@@ -273,26 +285,148 @@ int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret
 	if (ret_bad)
 		*ret_bad = bad;
 	return 0;
-fail:
-	free(v);
-	pp_buf_free(&strings);
+}
+
+int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad)
+{
+	struct maps_builder b = { .strings = { .max = (size_t)1 << 31 }, .sorted = true };
+	const char *p = buf, *end = buf + len;
+	int r;
+
+	if (!ret || (!buf && len))
+		return -EINVAL;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+
+		r = builder_line(&b, p, (size_t)(le - p));
+		if (r < 0) {
+			builder_free(&b);
+			return r;
+		}
+		p = le + 1;
+	}
+	return builder_finish(&b, ret, ret_bad);
+}
+
+static _Atomic uint64_t maps_truncated;
+
+uint64_t pp_maps__truncated_total(void)
+{
+	return atomic_load(&maps_truncated);
+}
+
+/*
+ * Reads maps through a fixed buffer, a line at a time: the text is never
+ * held whole. Stops at PP_MAPS_KEEP entries or PP_MAPS_READ_BYTES bytes.
+ */
+int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *info)
+{
+	struct maps_builder b = { .strings = { .max = (size_t)1 << 31 }, .sorted = true };
+	struct pp_maps_read_info in = { 0 };
+	const size_t bufsz = MAPS_MAX_LINE + 65536;
+	_cleanup_close_ int fd = -1;
+	char path[64], *buf = NULL;
+	size_t have = 0;
+	int r = 0;
+
+	if (pid <= 0 || (!ret && !info))
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(bufsz);
+	if (!buf)
+		return -ENOMEM;
+	in.hash = 1;
+	for (;;) {
+		ssize_t k = 0;
+		bool eof = false;
+
+		if (in.bytes < PP_MAPS_READ_BYTES) {
+			size_t want = bufsz - have;
+			if (want > PP_MAPS_READ_BYTES - in.bytes)
+				want = PP_MAPS_READ_BYTES - in.bytes;
+			k = read(fd, buf + have, want);
+			if (k < 0) {
+				if (errno == EINTR)
+					continue;
+				r = -errno;
+				goto out;
+			}
+			eof = k == 0;
+		}
+		if (!eof && in.bytes + (size_t)k >= PP_MAPS_READ_BYTES) {
+			/* Cut: anything after the last complete line is dropped. */
+			char probe;
+			in.bytes += (size_t)k;
+			have += (size_t)k;
+			if (read(fd, &probe, 1) == 1)
+				in.truncated = true;
+			eof = true;
+		} else {
+			in.bytes += (size_t)k;
+			have += (size_t)k;
+		}
+		/* Every complete line in buf (and the tail at the end of the file). */
+		size_t off = 0;
+		while (off < have) {
+			char *nl = memchr(buf + off, '\n', have - off);
+			size_t ll;
+			if (!nl) {
+				if (!eof && have - off < bufsz)
+					break;
+				if (!eof) { /* a line longer than the buffer: garbage */
+					b.bad++;
+					off = have;
+					break;
+				}
+				if (in.truncated)
+					break;
+				ll = have - off;
+			} else {
+				ll = (size_t)(nl - (buf + off));
+			}
+			/* The cap counts lines, so a hash-only read cuts where a
+			 * parsing one does. */
+			if (ll > 0 && in.kept >= PP_MAPS_KEEP) {
+				in.truncated = true;
+				eof = true;
+				break;
+			}
+			in.hash = pp_hash_bytes(buf + off, ll, in.hash);
+			if (ret) {
+				r = builder_line(&b, buf + off, ll);
+				if (r < 0)
+					goto out;
+			}
+			in.kept += ll > 0;
+			off += ll + (nl ? 1 : 0);
+		}
+		if (eof)
+			break;
+		memmove(buf, buf + off, have - off);
+		have -= off;
+	}
+	if (in.truncated)
+		atomic_fetch_add(&maps_truncated, 1);
+	free(buf);
+	buf = NULL;
+	r = ret ? builder_finish(&b, ret, NULL) : 0;
+	if (r == 0 && info)
+		*info = in;
+	return r;
+out:
+	free(buf);
+	builder_free(&b);
 	return r;
 }
 
 int pp_maps__read(pid_t pid, struct pp_maps *ret)
 {
-	_cleanup_free_ char *text = NULL;
-	char path[64];
-	size_t len;
-	int r;
-
-	if (pid <= 0)
-		return -EINVAL;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	r = pp_read_file(path, PP_MAPS_MAX_BYTES, &text, &len);
-	if (r < 0)
-		return r;
-	return pp_maps__parse(text, len, ret, NULL);
+	return pp_maps__read_ex(pid, ret, NULL);
 }
 
 const struct pp_map *pp_maps__find(const struct pp_maps *maps, uint64_t addr)
@@ -399,13 +533,8 @@ static int self_map_identity(uint64_t addr, uint32_t *ret_major, uint32_t *ret_m
 		return -errno;
 
 	/* Kernels before 6.11: parse the text. */
-	_cleanup_free_ char *text = NULL;
-	size_t len;
 	struct pp_maps maps = { 0 };
-	int r = pp_read_fd(fd, PP_MAPS_MAX_BYTES, &text, &len);
-	if (r < 0)
-		return r;
-	r = pp_maps__parse(text, len, &maps, NULL);
+	int r = pp_maps__read_ex(getpid(), &maps, NULL);
 	if (r < 0)
 		return r;
 	const struct pp_map *m = pp_maps__find(&maps, addr);

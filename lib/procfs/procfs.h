@@ -40,7 +40,6 @@ struct pp_maps {
 };
 
 #define PP_MAPS_MAX 1000000u /* more mappings: -E2BIG */
-#define PP_MAPS_MAX_BYTES ((size_t)256 << 20) /* largest maps text pp_maps__read accepts */
 
 /*
  * Parse /proc/PID/maps text (need not be NUL-terminated). Malformed lines
@@ -54,6 +53,24 @@ struct pp_maps {
  */
 int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret_bad);
 int pp_maps__read(pid_t pid, struct pp_maps *ret);
+
+/* /proc/PID/maps is read a buffer at a time (the text is never held
+ * whole), and only so much of it: a target can map hundreds of thousands
+ * of areas. What lies past either cap is left out (the lowest addresses
+ * are kept); a cut read succeeds with truncated set. */
+#define PP_MAPS_KEEP 65536u /* entries kept */
+#define PP_MAPS_READ_BYTES ((size_t)16 << 20) /* bytes read */
+
+struct pp_maps_read_info {
+	size_t bytes; /* bytes read */
+	size_t kept; /* lines read (entries kept, malformed lines included) */
+	bool truncated; /* a cap was hit: entries were left out */
+	uint64_t hash; /* of the lines parsed: equal text, equal hash */
+};
+/* ret NULL: only info (the hash), nothing parsed or kept. */
+int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *info);
+/* Reads cut by the caps above, since start (process-wide). */
+uint64_t pp_maps__truncated_total(void);
 /* Mapping containing addr (binary search), or NULL. Borrowed from maps. */
 const struct pp_map *pp_maps__find(const struct pp_maps *maps, uint64_t addr);
 /* Frees v and the paths; accepts a zeroed struct. */

@@ -68,6 +68,7 @@ struct snap_ctx {
 	bool *gone;
 	size_t n;
 	size_t next; /* first thread the next helper handles */
+	size_t stop; /* end of the current batch */
 	uint8_t *scratch; /* stack_bytes */
 	int mem_fd; /* /proc/PID/mem, opened only if process_vm_readv is refused */
 	bool abandoned; /* the last helper exited with a tracee */
@@ -481,7 +482,7 @@ static void *helper_main(void *arg)
 {
 	struct snap_ctx *c = arg;
 
-	while (c->next < c->n) {
+	while (c->next < c->stop) {
 		size_t i = c->next++;
 		enum capture_result r;
 
@@ -583,18 +584,18 @@ static bool process_exists(pid_t pid)
 	return stat(path, &st) == 0;
 }
 
-int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct pp_thread_snap **ret,
-			 size_t *ret_n)
+int pp_threads__snapshot_each(pid_t pid, const struct pp_threads_opts *opts, pp_thread_fn fn,
+			      void *ctx, size_t *ret_n)
 {
 	struct snap_ctx c = { .pid = pid, .mem_fd = -1 };
 	_cleanup_free_ pid_t *tids = NULL;
 	_cleanup_free_ bool *gone = NULL;
 	_cleanup_free_ uint8_t *scratch = NULL;
-	struct pp_thread_snap *snaps = NULL;
-	size_t ntids = 0;
-	int r;
+	_cleanup_free_ struct pp_thread_snap *snaps = NULL;
+	size_t ntids = 0, done = 0, n = 0;
+	int r = 0;
 
-	if (pid <= 0 || !ret || !ret_n)
+	if (pid <= 0 || !fn)
 		return -EINVAL;
 	r = check_not_self(pid);
 	if (r < 0)
@@ -613,8 +614,8 @@ int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct p
 	if (r < 0)
 		return r;
 	if (ntids == 0) {
-		*ret = NULL;
-		*ret_n = 0;
+		if (ret_n)
+			*ret_n = 0;
 		return process_exists(pid) ? 0 : -ESRCH;
 	}
 
@@ -622,10 +623,8 @@ int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct p
 	gone = calloc(ntids, sizeof(*gone));
 	if (c.stack_bytes)
 		scratch = malloc(c.stack_bytes);
-	if (!snaps || !gone || (c.stack_bytes && !scratch)) {
-		free(snaps);
+	if (!snaps || !gone || (c.stack_bytes && !scratch))
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < ntids; i++)
 		snaps[i].tid = tids[i];
 	c.snaps = snaps;
@@ -633,38 +632,82 @@ int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct p
 	c.n = ntids;
 	c.scratch = scratch;
 
-	while (c.next < c.n) {
-		c.abandoned = false;
-		r = run_helper(&c);
-		if (r < 0)
-			break;
-		if (c.abandoned)
-			wait_helper_gone(c.helper_tid);
+	/* A batch at a time: its threads' stacks are handed to fn and freed
+	 * before the next batch is copied. */
+	while (c.next < c.n && r == 0) {
+		c.stop = PP_MIN(c.n, c.next + PP_THREADS_BATCH);
+		while (c.next < c.stop) {
+			c.abandoned = false;
+			r = run_helper(&c);
+			if (r < 0)
+				break;
+			if (c.abandoned)
+				wait_helper_gone(c.helper_tid);
+		}
+		/* Threads that exited on the way are left out. */
+		for (; done < c.next; done++) {
+			if (r == 0 && !gone[done]) {
+				fn(ctx, &snaps[done]);
+				n++;
+			}
+			free(snaps[done].stack);
+			snaps[done].stack = NULL;
+		}
 	}
 	if (c.mem_fd >= 0)
 		close(c.mem_fd);
+	for (; done < ntids; done++)
+		free(snaps[done].stack);
+	if (r < 0)
+		return r;
+	if (n == 0 && !process_exists(pid))
+		return -ESRCH;
+	if (ret_n)
+		*ret_n = n;
+	return 0;
+}
+
+struct collected {
+	struct pp_thread_snap *v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void collect_one(void *ctx, struct pp_thread_snap *s)
+{
+	struct collected *c = ctx;
+
+	if (c->n == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 16;
+		struct pp_thread_snap *nv = realloc(c->v, ncap * sizeof(*nv));
+		if (!nv) {
+			c->oom = true;
+			return;
+		}
+		c->v = nv;
+		c->cap = ncap;
+	}
+	c->v[c->n++] = *s;
+	s->stack = NULL; /* ours now */
+}
+
+int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct pp_thread_snap **ret,
+			 size_t *ret_n)
+{
+	struct collected c = { 0 };
+	int r;
+
+	if (!ret || !ret_n)
+		return -EINVAL;
+	r = pp_threads__snapshot_each(pid, opts, collect_one, &c, NULL);
+	if (r == 0 && c.oom)
+		r = -ENOMEM;
 	if (r < 0) {
-		pp_threads__free(snaps, ntids);
+		pp_threads__free(c.v, c.n);
 		return r;
 	}
-
-	/* Leave out the threads that exited on the way. */
-	size_t n = 0;
-	for (size_t i = 0; i < ntids; i++) {
-		if (gone[i]) {
-			free(snaps[i].stack);
-			continue;
-		}
-		if (n != i)
-			snaps[n] = snaps[i];
-		n++;
-	}
-	if (n == 0 && !process_exists(pid)) {
-		free(snaps);
-		return -ESRCH;
-	}
-	*ret = snaps;
-	*ret_n = n;
+	*ret = c.v;
+	*ret_n = c.n;
 	return 0;
 }
 

@@ -82,6 +82,18 @@ struct pp_threads_opts {
  */
 int pp_threads__snapshot(pid_t pid, const struct pp_threads_opts *opts, struct pp_thread_snap **ret,
 			 size_t *ret_n);
+/*
+ * The same, a batch of PP_THREADS_BATCH threads at a time: fn gets each
+ * thread that did not exit (in /proc/PID/task order) once its batch is
+ * done and no thread is stopped; the stack is freed after fn returns
+ * (unless fn took it, setting snap->stack to NULL). So at most one batch
+ * of stacks is held, whatever the number of threads. *ret_n (may be NULL):
+ * the threads handed to fn. fn runs on the calling thread.
+ */
+#define PP_THREADS_BATCH 16
+typedef void (*pp_thread_fn)(void *ctx, struct pp_thread_snap *snap);
+int pp_threads__snapshot_each(pid_t pid, const struct pp_threads_opts *opts, pp_thread_fn fn,
+			      void *ctx, size_t *ret_n);
 /* Frees the stacks and the array; NULL is fine. */
 void pp_threads__free(struct pp_thread_snap *snaps, size_t n);
 

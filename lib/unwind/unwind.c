@@ -238,6 +238,12 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 }
 
 static _Atomic uint64_t debug_refused;
+static _Atomic uint64_t fd_budget_hits;
+
+uint64_t pp_unwind_fd_budget_hits(void)
+{
+	return atomic_load_explicit(&fd_budget_hits, memory_order_relaxed);
+}
 
 uint64_t pp_unwind_debug_refused(void)
 {
@@ -272,6 +278,9 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 			return 0; /* already reported (several exec mappings of one file) */
 	if (*n_rep >= MAX_FILES)
 		return -E2BIG;
+	/* Two fds per file (libdw's and ours), one more for the opening. */
+	if ((*n_rep + 1) * 2 > PP_UNWIND_FD_BUDGET)
+		return -EMFILE;
 
 	fd = vdso ? vdso_fd(u->pid, m) : pp_proc__open_mapped(u->pid, m);
 	if (fd < 0)
@@ -394,6 +403,7 @@ static int unwinder_build(struct pp_unwinder *u)
 	struct pp_maps maps = { 0 };
 	size_t cap_exec = 0, cap_ro = 0, n_rep = 0;
 	struct reported *rep = NULL;
+	bool budget_hit = false;
 	int r;
 
 	unwinder_reset(u);
@@ -427,11 +437,19 @@ static int unwinder_build(struct pp_unwinder *u)
 				       (struct range){ m->start, m->end, m->offset, -1 });
 			if (r < 0)
 				break;
-			if (file || vdso) {
+			if ((file || vdso) && !budget_hit) {
 				r = report_file(u, m, rep, &n_rep);
+				if (r == -EMFILE && (n_rep + 1) * 2 > PP_UNWIND_FD_BUDGET) {
+					/* This target's fd budget: the files of higher
+					 * mappings get no CFI (one count per build). */
+					budget_hit = true;
+					atomic_fetch_add_explicit(&fd_budget_hits, 1,
+								  memory_order_relaxed);
+				}
 				if (r < 0)
 					pp_dbg("unwind: pid %d: %s: %s, no CFI for it", (int)u->pid,
 					       m->path, strerror(-r));
+				r = 0;
 			}
 		}
 	}

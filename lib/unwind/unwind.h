@@ -67,4 +67,11 @@ void pp_unwinder__free(struct pp_unwinder *u);
  * refusals, one per file per unwinder build. */
 uint64_t pp_unwind_debug_refused(void);
 
+/* fds one target's unwinder keeps open (two per executable file: libdw's
+ * and ours for read-only data). Files past the budget, in address order,
+ * get no CFI (frame pointers only); the target is not affected otherwise. */
+#define PP_UNWIND_FD_BUDGET 256
+/* Unwinder builds that hit PP_UNWIND_FD_BUDGET (process-wide count). */
+uint64_t pp_unwind_fd_budget_hits(void);
+
 #endif
