@@ -261,7 +261,13 @@ static void run_workload(const struct run *rn)
 				  .budget_percent = 100,
 				  .over_budget = PP_HEAP_POLICY_WARN,
 				  .no_session = rn->no_session,
-				  .mode = PP_HEAP_MODE_UPROBE };
+				  .mode = PP_HEAP_MODE_UPROBE,
+				  /* This suite checks sampled counts exactly, so its
+				   * bursts must all arrive: the 0.1.0 ring size, not
+				   * the 4 MiB default (heap.ring_mib), whose drops on
+				   * a slowed consumer are counted and tested in
+				   * integration-heap. */
+				  .ring_bytes = 16u << 20 };
 	struct ctx *c = calloc(1, sizeof(*c));
 	struct pp_heap_proc_stats ps;
 	struct pp_heap_stats hs;
