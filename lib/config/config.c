@@ -1458,7 +1458,7 @@ struct pp_config *pp_config__new_default(void)
 	c->heap.enabled = true;
 	c->heap.sample_rate = 524288;
 	c->heap.max_live = 65536;
-	c->heap.ring_mib = 4;
+	c->heap.ring_mib = 16;
 	c->heap.budget_percent = 5;
 	c->heap.over_budget = PP_HEAP_POLICY_AUTO;
 	c->heap.mode = PP_HEAP_MODE_AUTO;

@@ -108,7 +108,7 @@ static uint32_t ring_size(unsigned bytes)
 	uint32_t v = 4096;
 
 	if (!bytes)
-		bytes = 4u << 20;
+		bytes = 16u << 20;
 	while (v < bytes && v < (1u << 30))
 		v <<= 1;
 	return v;

@@ -45,7 +45,7 @@ struct pp_heap_opts {
 	enum pp_heap_policy over_budget;
 	bool no_session; /* appended: never try the uprobe session (tests, diagnostics) */
 	enum pp_heap_mode mode; /* appended: auto (default), inject, uprobe (off: never attach) */
-	unsigned ring_bytes; /* appended: BPF ring buffer size, rounded up to a power of two; 0 = 4 MiB */
+	unsigned ring_bytes; /* appended: BPF ring buffer size, rounded up to a power of two; 0 = 16 MiB */
 };
 
 struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_heap_event_fn fn,
