@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, Workload, check, frames, run
+from harness import Podprof, Skip, Workload, check, frames, run, sanitized
 
 JITSPIN = os.environ.get("WL_JITSPIN")
 
@@ -155,7 +155,9 @@ def test_jit_demangle_bomb():
         names.update(f for f in frames(prof, smp) if isinstance(f, str))
     check("f" in names, "the JIT frame is not named \"f\": %r" % sorted(names)[:10])
     grown = hwm_kb(pp.p.pid) - hwm0
-    check(grown < 64 * 1024, "podprof's peak RSS grew by %d KiB" % grown)
+    # (ASan's quarantine and shadow memory make RSS meaningless there; its
+    # hostile-elf unit suite bounds the demangler under ASan.)
+    check(sanitized() or grown < 64 * 1024, "podprof's peak RSS grew by %d KiB" % grown)
     m = pp.metrics()
     check(m.get("podprof_symbol_names_bounded_total", 0) >= 1, "not counted: %r" %
           {k: v for k, v in m.items() if "symbol" in k})
