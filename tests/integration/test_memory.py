@@ -66,9 +66,15 @@ def test_one_unwinder_per_process():
         check(m2["podprof_unwinds_total"] > m1["podprof_unwinds_total"],
               "the other consumers unwound nothing")
         vdso2, exe2 = unwinder_fds(pp.p.pid, exe)
-        check(vdso2 == vdso1 and exe2 == exe1,
+        # Not equal: the heap agent's injection changes the maps, and the
+        # unwinder rebuilt for the new generation reopens files lazily, so
+        # the count may fall (seen under ASan, where the window outlasts the
+        # injection). One unwinder each would have at least doubled it.
+        check(vdso2 <= vdso1 and exe2 <= exe1,
               "fds grew with the consumers (one unwinder each?): vdso %d -> %d, %s %d -> %d" %
               (vdso1, vdso2, exe, exe1, exe2))
+        check(m2.get("podprof_unwinders") == 1,
+              "podprof_unwinders is %s for one target process" % m2.get("podprof_unwinders"))
     finally:
         pp.stop()
         wl.kill()
