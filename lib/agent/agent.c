@@ -20,6 +20,7 @@
 #include "procfs/procfs.h"
 #include "refusal.h"
 #include "store/store.h"
+#include "symbolize/isolate.h"
 #include "symbolize/symbolize.h"
 #include "threads/threads.h"
 #include "unwind/unwind.h"
@@ -119,6 +120,8 @@ struct pp_agent {
 	uint64_t start_ns;
 
 	struct pp_symbolizer *sym;
+	struct pp_symiso *iso; /* NULL: target files parsed in-process (symbolizer.isolate) */
+	bool logged_iso_crash, logged_iso_timeout, logged_iso_refused;
 	struct pp_store *store;
 	struct pp_cpu_sampler *cpu;
 	struct pp_heap_tracer *heap;
@@ -429,7 +432,8 @@ static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 {
 	if (info->kernel_thread)
 		return -1;
-	if (info->pid == a->self && !a->cfg->discovery.include_self)
+	if ((info->pid == a->self || (a->iso && info->pid == pp_symiso__pid(a->iso))) &&
+	    !a->cfg->discovery.include_self)
 		return -1;
 	if (a->cfg->n_targets == 0) {
 		if (!infra_process(info))
@@ -775,6 +779,48 @@ static void target_read_error(struct pp_agent *a, pid_t pid, int err)
 			strerror(-err));
 }
 
+/* The store's symbolization through the isolated helper (kernel symbols stay here). */
+static int iso_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symiso__resolve(a->iso, pid, m, build_id, build_id_len, addr, ret);
+}
+
+static int iso_resolve_kernel(void *ctx, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symbolizer__resolve_kernel(a->sym, addr, ret);
+}
+
+static int iso_resolve_jit(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symiso__resolve_jit(a->iso, pid, addr, ret);
+}
+
+static const struct pp_store_sym_ops iso_ops = {
+	.resolve = iso_resolve,
+	.resolve_kernel = iso_resolve_kernel,
+	.resolve_jit = iso_resolve_jit,
+};
+
+/* The symbolizer's counters: this process's plus the isolated helper's. */
+static void sym_stats(struct pp_agent *a, struct pp_symbolizer_stats *sy,
+		      struct pp_symiso_stats *is)
+{
+	pp_symbolizer__stats(a->sym, sy);
+	pp_symiso__stats(a->iso, is);
+	sy->files_loaded += is->sym.files_loaded;
+	sy->files_evicted += is->sym.files_evicted;
+	sy->files_failed += is->sym.files_failed;
+	sy->cache_bytes += is->sym.cache_bytes;
+	sy->lookups += is->sym.lookups;
+	sy->jit_reloads_deferred += is->sym.jit_reloads_deferred;
+	sy->dwarf_refused += is->sym.dwarf_refused;
+	sy->names_bounded += is->sym.names_bounded;
+}
+
 /* One log line the first time each kind of hostile-file refusal happens. */
 static void log_refusals(struct pp_agent *a)
 {
@@ -801,7 +847,26 @@ static void log_refusals(struct pp_agent *a)
 	}
 	if (!a->sym)
 		return;
-	pp_symbolizer__stats(a->sym, &sy);
+	struct pp_symiso_stats is;
+	pp_symiso__check(a->iso);
+	sym_stats(a, &sy, &is);
+	if (is.crashes - is.timeouts && !a->logged_iso_crash) {
+		a->logged_iso_crash = true;
+		pp_warn("symbolize: the symbolizer helper died; restarted, with a backoff when it "
+			"keeps dying (counted in podprof_symbolizer_restarts_total)");
+	}
+	if (is.timeouts && !a->logged_iso_timeout) {
+		a->logged_iso_timeout = true;
+		pp_warn("symbolize: the symbolizer helper did not answer within "
+			"symbolizer.timeout_ms: killed and restarted (counted in "
+			"podprof_symbolizer_timeouts_total)");
+	}
+	if (is.files_refused && !a->logged_iso_refused) {
+		a->logged_iso_refused = true;
+		pp_warn("symbolize: a file hung or killed the symbolizer helper: it is not parsed "
+			"again, its locations are named file+offset (counted in "
+			"podprof_symbolizer_files_refused_total)");
+	}
 	if (sy.dwarf_refused && !a->logged_dwarf_refused) {
 		a->logged_dwarf_refused = true;
 		pp_warn("symbolize: a file's DWARF would take over half of "
@@ -1443,7 +1508,9 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 		struct pp_sym_result res = { 0 };
 		bool ok = false;
 		if (m && m->path && !m->special)
-			ok = pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr, &res) == 0 &&
+			ok = (a->iso ? pp_symiso__resolve(a->iso, pid, m, NULL, 0, addr, &res)
+				     : pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr,
+							      &res)) == 0 &&
 			     res.n > 0;
 		if (!ok) {
 			pp_buf_printf(out, "0x%" PRIx64 "\n\t?\n", addr);
@@ -2216,8 +2283,27 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		  os.exited);
 	}
 	struct pp_symbolizer_stats sy;
-	pp_symbolizer__stats(a->sym, &sy);
+	struct pp_symiso_stats is;
+	sym_stats(a, &sy, &is);
 	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
+	if (a->iso) {
+		C("symbolizer_restarts_total",
+		  "Symbolizer helper processes started again after one died, hung or recycled.",
+		  is.restarts);
+		C("symbolizer_crashes_total", "Symbolizer helpers that died or were killed.",
+		  is.crashes);
+		C("symbolizer_timeouts_total",
+		  "Symbolization requests past symbolizer.timeout_ms: the helper was killed.",
+		  is.timeouts);
+		C("symbolizer_files_refused_total",
+		  "Files (or perf maps) that hung or killed the helper: never sent again.",
+		  is.files_refused);
+		C("symbolizer_requests_total", "Requests answered by the symbolizer helper.",
+		  is.requests);
+		C("symbolizer_requests_lost_total",
+		  "Locations named file+offset: their file was refused or the helper was down.",
+		  is.requests_refused);
+	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
 	C("symbol_dwarf_refused_total",
 	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
@@ -2402,12 +2488,28 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 
 	struct pp_symbolizer_opts so = { .cache_bytes = a->cfg->limits.symbol_cache_bytes };
 	a->sym = pp_symbolizer__new(&so);
+	if (a->cfg->symbolizer.isolate) {
+		struct pp_symiso_opts io = {
+			.cache_bytes = a->cfg->limits.symbol_cache_bytes,
+			.memory_mib = a->cfg->symbolizer.memory_mib,
+			.cpu_seconds = a->cfg->symbolizer.cpu_seconds,
+			.timeout_ms = a->cfg->symbolizer.timeout_ms,
+			.log_level = a->cfg->log.level,
+		};
+		a->iso = pp_symiso__new(&io);
+		if (!a->iso)
+			pp_warn("symbolize: cannot start the symbolizer helper (%s): target files "
+				"are parsed in podprof itself",
+				strerror(errno));
+	}
 	struct pp_store_opts sto = {
 		.max_stacks = a->cfg->limits.max_stacks,
 		.max_live = a->cfg->heap.max_live,
 		.max_procs = a->cfg->limits.max_targets * 4 + 64,
 		.heap_sample_rate = a->cfg->heap.sample_rate,
 		.cpu_period_ns = 1000000000ull / a->cfg->cpu.frequency_hz,
+		.sym_ops = a->iso ? &iso_ops : NULL,
+		.sym_ctx = a,
 	};
 	a->store = pp_store__new(&sto, a->sym);
 	if (!a->sym || !a->store) {
@@ -2608,6 +2710,7 @@ void pp_agent__free(struct pp_agent *a)
 	pp_heap_tracer__free(a->heap);
 	pp_offcpu__free(a->offcpu);
 	pp_store__free(a->store);
+	pp_symiso__free(a->iso);
 	pp_symbolizer__free(a->sym);
 	pp_config__free(a->cfg);
 	pthread_mutex_destroy(&a->lock);

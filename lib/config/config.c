@@ -186,6 +186,10 @@ static const struct key_def config_keys[] = {
 	  .min = MIB,
 	  .max = 64 * GIB,
 	  .sizes = true },
+	B("symbolizer.isolate", symbolizer.isolate),
+	U("symbolizer.memory_mib", symbolizer.memory_mib, 16, 65536),
+	U("symbolizer.cpu_seconds", symbolizer.cpu_seconds, 10, 31536000),
+	U("symbolizer.timeout_ms", symbolizer.timeout_ms, 100, 600000),
 	E("log.level", log.level, level_vals),
 	E("log.format", log.format, format_vals),
 	U("log.memstats_interval_seconds", log.memstats_interval_seconds, 0, 86400),
@@ -210,8 +214,8 @@ static const struct key_def target_keys[] = {
 #undef U
 #undef E
 
-static const char *const sections[] = { "discovery", "cpu",  "heap",   "offcpu",
-					"threads",   "http", "limits", "log" };
+static const char *const sections[] = { "discovery", "cpu",    "heap",	     "offcpu", "threads",
+					"http",	     "limits", "symbolizer", "log" };
 
 /* ------------------------------------------------------------ helpers -- */
 
@@ -1401,7 +1405,7 @@ static int walk_root(struct ctx *x, struct pp_config *c, const struct node *root
 			return unknown_key(x, key, cands, nc,
 					   "listen, targets, discovery, cpu, heap, offcpu, "
 					   "threads, "
-					   "http, limits, log");
+					   "http, limits, symbolizer, log");
 		}
 		if (seen[ki])
 			return dup_key(x, key, seen[ki]);
@@ -1480,6 +1484,10 @@ struct pp_config *pp_config__new_default(void)
 	c->limits.max_targets = 256;
 	c->limits.max_stacks = 200000;
 	c->limits.symbol_cache_bytes = 64 * MIB;
+	c->symbolizer.isolate = true;
+	c->symbolizer.memory_mib = 256;
+	c->symbolizer.cpu_seconds = 86400;
+	c->symbolizer.timeout_ms = 10000;
 	c->log.level = PP_LOG_INFO;
 	c->log.format = PP_LOG_TEXT;
 	c->log.memstats_interval_seconds = 60;

@@ -433,7 +433,7 @@ static const struct {
 	{ "target:\n  - pid: 1\n", "x.yaml:1: target: unknown key (did you mean targets?)" },
 	{ "foo: 1\n", "x.yaml:1: foo: unknown key (valid keys: listen, targets, discovery, cpu, "
 		      "heap, offcpu, "
-		      "threads, http, limits, log)" },
+		      "threads, http, limits, symbolizer, log)" },
 	{ "heap: {zzz: 1}\n", "x.yaml:1: heap.zzz: unknown key (valid keys: enabled, sample_rate, "
 			      "max_live, ring_mib, "
 			      "budget_percent, over_budget, mode)" },
