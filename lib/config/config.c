@@ -1485,7 +1485,7 @@ struct pp_config *pp_config__new_default(void)
 	c->limits.max_stacks = 200000;
 	c->limits.symbol_cache_bytes = 64 * MIB;
 	c->symbolizer.isolate = true;
-	c->symbolizer.memory_mib = 256;
+	c->symbolizer.memory_mib = 192;
 	c->symbolizer.cpu_seconds = 86400;
 	c->symbolizer.timeout_ms = 10000;
 	c->log.level = PP_LOG_INFO;

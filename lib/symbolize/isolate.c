@@ -461,10 +461,13 @@ static int helper_open_perf_map(void *ctx, pid_t pid)
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t))
 
 /*
- * Allowed: reading the fds given (read, pread, lseek, fstat), memory
- * (mmap, munmap, mremap, mprotect, brk, madvise), futex, signals returning,
- * time, exit; write on stderr only; sendmsg/recvmsg on the socket only.
- * Anything else fails with EPERM; another architecture's calls kill.
+ * Allowed (what libelf, libdw, libiberty and glibc were seen to call under
+ * strace): reading the fds given (read, pread, lseek, fstat, fcntl
+ * F_GETFD), memory (mmap, munmap, mremap, mprotect, brk, madvise), futex,
+ * signals returning, time, getrusage, sysinfo, exit; write on stderr only;
+ * sendmsg/recvmsg on the socket only. Anything else (open, readlink of
+ * /proc/self/fd by libdw, socket, kill, execve...) fails with EPERM;
+ * another architecture's calls kill the helper.
  */
 static int install_seccomp(void)
 {
@@ -483,7 +486,7 @@ static int install_seccomp(void)
 		SYS_getrusage,	  SYS_clock_gettime,
 		SYS_gettid,	  SYS_getpid,
 		SYS_sched_yield,  SYS_restart_syscall,
-		SYS_getrandom,
+		SYS_getrandom,	  SYS_sysinfo, /* glibc's qsort sizes its buffer with it */
 	};
 	struct {
 		int nr;
@@ -494,6 +497,7 @@ static int install_seccomp(void)
 		{ SYS_sendmsg, 0, HELPER_FD },
 		{ SYS_recvmsg, 0, HELPER_FD },
 		{ SYS_newfstatat, 3, AT_EMPTY_PATH }, /* fstat(fd) as glibc makes it */
+		{ SYS_fcntl, 1, F_GETFD }, /* libelf checks the fd it is given */
 	};
 	struct sock_filter f[4 + 2 * ARRAY_SIZE(allow) + 5 * ARRAY_SIZE(cond) + 1];
 	size_t n = 0;
