@@ -1487,7 +1487,7 @@ struct pp_config *pp_config__new_default(void)
 	c->symbolizer.isolate = true;
 	c->symbolizer.memory_mib = 192;
 	c->symbolizer.cpu_seconds = 86400;
-	c->symbolizer.timeout_ms = 10000;
+	c->symbolizer.timeout_ms = 30000;
 	c->log.level = PP_LOG_INFO;
 	c->log.format = PP_LOG_TEXT;
 	c->log.memstats_interval_seconds = 60;

@@ -119,7 +119,7 @@ struct pp_config {
 		bool isolate; /* parse target files in a helper process, default true */
 		unsigned memory_mib; /* its RLIMIT_AS, default 192 (16..65536) */
 		unsigned cpu_seconds; /* its RLIMIT_CPU, default 86400; restarts at half */
-		unsigned timeout_ms; /* per request, default 10000 (100..600000) */
+		unsigned timeout_ms; /* per request, default 30000 (100..600000) */
 	} symbolizer;
 
 	struct {

@@ -33,7 +33,7 @@
 #include "util/util.h"
 
 #define HELPER_FD 3
-#define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_TIMEOUT_MS 30000
 #define MAX_OPENS_PER_REQUEST 32
 #define MAX_REFUSED 4096
 #define BACKOFF_MIN_NS 100000000ull /* 100 ms */
@@ -695,8 +695,28 @@ struct pp_symiso {
 	struct pp_symbolizer_stats cur; /* the running helper's, from its last answer */
 	struct refkey *refused;
 	size_t n_refused;
+	/* st and cur as of the last request: read without waiting for one */
+	pthread_mutex_t pub_lock;
+	struct pp_symiso_stats pub;
 	uint8_t buf[PP_SYMISO_MAX_MSG];
 };
+
+/* Lock held: the counters as they are now, for pp_symiso__stats. */
+static void publish(struct pp_symiso *s)
+{
+	struct pp_symiso_stats p = s->st;
+	p.sym.files_loaded += s->cur.files_loaded;
+	p.sym.files_evicted += s->cur.files_evicted;
+	p.sym.files_failed += s->cur.files_failed;
+	p.sym.cache_bytes = s->cur.cache_bytes;
+	p.sym.lookups += s->cur.lookups;
+	p.sym.jit_reloads_deferred += s->cur.jit_reloads_deferred;
+	p.sym.dwarf_refused += s->cur.dwarf_refused;
+	p.sym.names_bounded += s->cur.names_bounded;
+	pthread_mutex_lock(&s->pub_lock);
+	s->pub = p;
+	pthread_mutex_unlock(&s->pub_lock);
+}
 
 /* Lock held. fork + exec of podprof as the helper. */
 static int spawn(struct pp_symiso *s)
@@ -1006,6 +1026,7 @@ int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
 	bool lost = r == -EPERM || r == -EAGAIN || r == -EIO || r == -ETIMEDOUT;
 	if (lost)
 		s->st.requests_refused++;
+	publish(s);
 	pthread_mutex_unlock(&s->lock);
 	if (r == 0 || r == -ENOMEM || r == -ENOENT)
 		return r;
@@ -1033,6 +1054,7 @@ int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr, struct
 		if (r == -EAGAIN || r == -EIO || r == -ETIMEDOUT)
 			s->st.requests_refused++;
 	}
+	publish(s);
 	pthread_mutex_unlock(&s->lock);
 	return r < 0 && r != -ENOMEM ? -ENOENT : r;
 }
@@ -1052,6 +1074,7 @@ void pp_symiso__check(struct pp_symiso *s)
 		ended(s, status, false);
 	if (s->fd < 0)
 		ensure(s);
+	publish(s);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1060,17 +1083,9 @@ void pp_symiso__stats(struct pp_symiso *s, struct pp_symiso_stats *ret)
 	memset(ret, 0, sizeof(*ret));
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
-	*ret = s->st;
-	ret->sym.files_loaded += s->cur.files_loaded;
-	ret->sym.files_evicted += s->cur.files_evicted;
-	ret->sym.files_failed += s->cur.files_failed;
-	ret->sym.cache_bytes = s->cur.cache_bytes;
-	ret->sym.lookups += s->cur.lookups;
-	ret->sym.jit_reloads_deferred += s->cur.jit_reloads_deferred;
-	ret->sym.dwarf_refused += s->cur.dwarf_refused;
-	ret->sym.names_bounded += s->cur.names_bounded;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->pub_lock);
+	*ret = s->pub;
+	pthread_mutex_unlock(&s->pub_lock);
 }
 
 struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
@@ -1081,6 +1096,7 @@ struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
 	s->o = *opts;
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->pub_lock, NULL);
 	uint64_t v[5] = { opts->memory_mib, opts->cpu_seconds, opts->cache_bytes, opts->no_dwarf,
 			  (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level) };
 	for (int i = 0; i < 5; i++)
@@ -1090,6 +1106,7 @@ struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
 		pthread_mutex_destroy(&s->lock);
+		pthread_mutex_destroy(&s->pub_lock);
 		free(s);
 		errno = -r;
 		return NULL;
@@ -1121,6 +1138,7 @@ void pp_symiso__free(struct pp_symiso *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->pub_lock);
 	free(s->refused);
 	free(s);
 }

@@ -34,7 +34,7 @@
  * get that name too.
  *
  * Thread-safe: one lock around each request (the helper serves one at a
- * time). No logging above debug: the caller logs from pp_symiso__stats.
+ * time); the counters are published under a lock of their own. No logging above debug: the caller logs from pp_symiso__stats.
  */
 #ifndef PODPROF_SYMBOLIZE_ISOLATE_H
 #define PODPROF_SYMBOLIZE_ISOLATE_H
@@ -60,7 +60,7 @@ struct pp_symiso_opts {
 	bool no_dwarf;
 	unsigned memory_mib; /* RLIMIT_AS of the helper; 0 = none */
 	unsigned cpu_seconds; /* RLIMIT_CPU of the helper; 0 = none */
-	unsigned timeout_ms; /* per request; 0 = 10000 */
+	unsigned timeout_ms; /* per request; 0 = 30000 */
 	const char *exe; /* the podprof binary; NULL = /proc/self/exe */
 	int log_level; /* enum pp_log_level for the helper's stderr */
 };
@@ -95,6 +95,7 @@ struct pp_symiso_stats {
 	uint64_t recycled; /* helpers that restarted themselves at half their CPU budget */
 	struct pp_symbolizer_stats sym; /* the helpers' symbolizers, summed over restarts */
 };
+/* As of the last request or check: never waits for a request under way. */
 void pp_symiso__stats(struct pp_symiso *s, struct pp_symiso_stats *ret);
 
 /* The helper's main: argv[1] is PP_SYMISO_HELPER_ARG. Returns an exit code. */
