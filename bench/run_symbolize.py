@@ -8,7 +8,9 @@ loaded: the helper gets the fds from podprof), "warm" the median of the
 next ones (every address still resolved again: /symbol does not use the
 store's names, so each address is one request to the symbolizer, one
 round trip to the helper when isolated). Both modes alternate within each
-repetition; reports medians and isolated/in-process ratios.
+repetition (both podprofs run side by side, their requests interleaved);
+reports medians and isolated/in-process ratios, and the RSS of podprof
+plus its helper after the requests.
 
 usage: bench/run_symbolize.py [BUILD_DIR [REPS]]   (default build-bench, 3)
 """
@@ -24,7 +26,7 @@ from benchlib import (Podprof, loadavg, machine_line, median, prioritize,  # noq
 
 prioritize(0)
 N = 3000
-WARM = 5
+WARM = 8
 MODES = ["false", "true"]
 
 
@@ -77,26 +79,37 @@ def main():
         print("# %s; load %s; %d addresses over libc's text, %d warm requests" %
               (machine_line(), loadavg(), len(addrs), WARM))
         for r in range(reps):
-            for mode in rotated(MODES, r):
-                pp = Podprof(binary, wl.pid, ["symbolizer.isolate=" + mode, "cpu.enabled=false",
-                                              "heap.enabled=false", "offcpu.enabled=false"])
-                try:
-                    pp.wait_warm()
-                    cold, named = post(pp.port, body)
-                    warm = median(post(pp.port, body)[0] for _ in range(WARM))
-                    kids = children(pp.pid)
-                    rss = rss_mib([pp.pid] + kids)
-                    hrss = rss_mib(kids)
-                finally:
+            # both podprofs run at once; their requests alternate, so the
+            # machine's load drifts alike for both
+            pps = {}
+            try:
+                for mode in MODES:
+                    pps[mode] = Podprof(binary, wl.pid,
+                                        ["symbolizer.isolate=" + mode, "cpu.enabled=false",
+                                         "heap.enabled=false", "offcpu.enabled=false"])
+                for mode in MODES:
+                    pps[mode].wait_warm()
+                warm = {m: [] for m in MODES}
+                for mode in rotated(MODES, r):
+                    cold, named = post(pps[mode].port, body)
+                    res[mode]["cold"].append(cold)
+                    res[mode]["named"].append(named)
+                for i in range(WARM):
+                    for mode in rotated(MODES, r + i):
+                        warm[mode].append(post(pps[mode].port, body)[0])
+                for mode in MODES:
+                    kids = children(pps[mode].pid)
+                    res[mode]["warm"].append(median(warm[mode]))
+                    res[mode]["rss"].append(rss_mib([pps[mode].pid] + kids))
+                    res[mode]["hrss"].append(rss_mib(kids))
+                    print("rep %d isolate=%s: cold %.1f ms, warm %.2f us/address, %d named, "
+                          "RSS %.1f MiB (helper %.1f)" %
+                          (r, mode, res[mode]["cold"][-1] * 1e3,
+                           res[mode]["warm"][-1] / len(addrs) * 1e6, res[mode]["named"][-1],
+                           res[mode]["rss"][-1], res[mode]["hrss"][-1]), flush=True)
+            finally:
+                for pp in pps.values():
                     pp.stop()
-                res[mode]["cold"].append(cold)
-                res[mode]["warm"].append(warm)
-                res[mode]["named"].append(named)
-                res[mode]["rss"].append(rss)
-                res[mode]["hrss"].append(hrss)
-                print("rep %d isolate=%s: cold %.1f ms, warm %.2f us/address, %d named, "
-                      "RSS %.1f MiB (helper %.1f)" %
-                      (r, mode, cold * 1e3, warm / len(addrs) * 1e6, named, rss, hrss), flush=True)
         print("\n| isolate | cold request (ms) | warm, us per address | addresses named | "
               "RSS podprof + helper (MiB) | of which helper |")
         print("|---|---|---|---|---|---|")
