@@ -81,7 +81,8 @@ static void put(struct wr *w, const void *d, size_t n)
 		w->bad = true;
 		return;
 	}
-	memcpy(w->p + w->len, d, n);
+	if (n)
+		memcpy(w->p + w->len, d, n);
 	w->len += n;
 }
 
@@ -487,6 +488,7 @@ static int install_seccomp(void)
 		SYS_gettid,	  SYS_getpid,
 		SYS_sched_yield,  SYS_restart_syscall,
 		SYS_getrandom,	  SYS_sysinfo, /* glibc's qsort sizes its buffer with it */
+		SYS_sigaltstack, /* ASan's runtime asks for it */
 	};
 	struct {
 		int nr;
@@ -1007,7 +1009,8 @@ int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
 			    .maj = m->dev_major,
 			    .min = m->dev_minor,
 			    .ino = m->inode };
-	memcpy(k.bid, build_id, build_id_len);
+	if (build_id_len)
+		memcpy(k.bid, build_id, build_id_len);
 
 	pthread_mutex_lock(&s->lock);
 	int r;
