@@ -48,6 +48,7 @@ enum msg_type {
 	M_OPEN, /* helper -> podprof: open a file for me */
 	M_OPEN_REPLY, /* podprof -> helper: err, fd in SCM_RIGHTS when 0 */
 	M_RESULT, /* helper -> podprof */
+	M_READY, /* helper -> podprof: confined, serving */
 };
 
 enum open_kind { OPEN_MAPPED = 1, OPEN_ROOT, OPEN_PERF_MAP };
@@ -670,6 +671,9 @@ int pp_symiso__helper_main(int argc, char **argv)
 		pp_dbg("symbolizer helper: cannot install the seccomp filter: %s", strerror(-r));
 		return 2;
 	}
+	uint32_t ready = M_READY;
+	if (send_msg(HELPER_FD, &ready, sizeof(ready), -1) < 0)
+		_exit(1);
 	helper_serve(&h, cpu_seconds);
 	/* _exit: no atexit work (and no leak check) past the filter */
 	_exit(0);
@@ -720,6 +724,9 @@ static void publish(struct pp_symiso *s)
 	pthread_mutex_unlock(&s->pub_lock);
 }
 
+enum end { END_CRASH, END_RECYCLE, END_KILLED };
+static enum end reap(struct pp_symiso *s, bool kill_it);
+
 /* Lock held. fork + exec of podprof as the helper. */
 static int spawn(struct pp_symiso *s)
 {
@@ -761,11 +768,29 @@ static int spawn(struct pp_symiso *s)
 	if (s->started_once)
 		s->st.restarts++;
 	s->started_once = true;
+	/* it says when it is confined and serving (an exec or a confinement
+	 * that fails shows here, not as lost requests) */
+	uint64_t timeout_ms = s->o.timeout_ms ? s->o.timeout_ms : DEFAULT_TIMEOUT_MS;
+	struct pollfd p = { .fd = s->fd, .events = POLLIN };
+	uint8_t b[16];
+	int pfd = -1, pr;
+	do
+		pr = poll(&p, 1, (int)PP_MIN(timeout_ms, 60000ull));
+	while (pr < 0 && errno == EINTR);
+	ssize_t n = pr > 0 ? recv_msg(s->fd, b, sizeof(b), &pfd) : -ETIMEDOUT;
+	uint32_t type = 0;
+	if (n == (ssize_t)sizeof(type))
+		memcpy(&type, b, sizeof(type));
+	if (pfd >= 0)
+		close(pfd);
+	if (type != M_READY) {
+		reap(s, true);
+		return n < 0 ? (int)n : -EIO;
+	}
 	return 0;
 }
 
 /* Lock held: the helper is gone or must go. Returns how it ended. */
-enum end { END_CRASH, END_RECYCLE, END_KILLED };
 
 static enum end ended(struct pp_symiso *s, int status, bool killed);
 

@@ -65,7 +65,9 @@ struct pp_symiso_opts {
 	int log_level; /* enum pp_log_level for the helper's stderr */
 };
 
-/* Starts the helper. NULL with errno if it cannot be started at all. */
+/* Starts the helper and waits (timeout_ms) for it to say it is confined
+ * and serving. NULL with errno if it does not: the caller should parse
+ * in-process rather than lose every name. */
 struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts);
 void pp_symiso__free(struct pp_symiso *s);
 

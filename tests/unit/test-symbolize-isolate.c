@@ -222,15 +222,24 @@ static void t_helper_resolves(void **state)
 	pp_symiso__free(s);
 }
 
+/* A helper that cannot start (or never says it is confined): no isolate,
+ * the caller parses in-process instead of losing every name. */
+static void t_helper_cannot_start(void **state)
+{
+	struct pp_symiso_opts o = { .exe = "/nonexistent/podprof", .timeout_ms = 5000 };
+	assert_null(pp_symiso__new(&o));
+	struct pp_symiso_opts o2 = { .exe = "/bin/true", .timeout_ms = 5000 };
+	assert_null(pp_symiso__new(&o2));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], PP_SYMISO_HELPER_ARG))
 		return pp_symiso__helper_main(argc, argv);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_roundtrip),
-		cmocka_unit_test(t_bounds),
-		cmocka_unit_test(t_bad_input),
-		cmocka_unit_test(t_helper_resolves),
+		cmocka_unit_test(t_roundtrip),		 cmocka_unit_test(t_bounds),
+		cmocka_unit_test(t_bad_input),		 cmocka_unit_test(t_helper_resolves),
+		cmocka_unit_test(t_helper_cannot_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
