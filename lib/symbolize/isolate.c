@@ -359,7 +359,8 @@ static ssize_t recv_msg(int fd, uint8_t *buf, size_t cap, int *ret_fd)
 	return n;
 }
 
-static int send_msg(int fd, const void *buf, size_t len, int pass_fd)
+/* flags: MSG_DONTWAIT where the peer may not be reading (podprof's side). */
+static int send_msg(int fd, const void *buf, size_t len, int pass_fd, int flags)
 {
 	union {
 		struct cmsghdr h;
@@ -380,7 +381,7 @@ static int send_msg(int fd, const void *buf, size_t len, int pass_fd)
 		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
 	}
 	do
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
@@ -401,7 +402,7 @@ static int helper_ask(struct helper *h, struct wr *w)
 {
 	if (w->bad)
 		return -ENAMETOOLONG;
-	if (send_msg(h->fd, w->p, w->len, -1) < 0)
+	if (send_msg(h->fd, w->p, w->len, -1, 0) < 0)
 		_exit(1); /* podprof is gone */
 	uint8_t rbuf[16];
 	int fd;
@@ -613,7 +614,7 @@ static void helper_serve(struct helper *h, uint64_t cpu_seconds)
 			pp_symiso__encode_result(-EMSGSIZE, NULL, &st, h->obuf, sizeof(h->obuf),
 						 &len);
 		pp_sym_result__free(&res);
-		if (send_msg(h->fd, h->obuf, len, -1) < 0)
+		if (send_msg(h->fd, h->obuf, len, -1, 0) < 0)
 			return;
 		if (cpu_seconds && cpu_used_s() * 2 >= cpu_seconds)
 			_exit(EXIT_RECYCLE);
@@ -672,7 +673,7 @@ int pp_symiso__helper_main(int argc, char **argv)
 		return 2;
 	}
 	uint32_t ready = M_READY;
-	if (send_msg(HELPER_FD, &ready, sizeof(ready), -1) < 0)
+	if (send_msg(HELPER_FD, &ready, sizeof(ready), -1, 0) < 0)
 		_exit(1);
 	helper_serve(&h, cpu_seconds);
 	/* _exit: no atexit work (and no leak check) past the filter */
@@ -775,7 +776,7 @@ static int spawn(struct pp_symiso *s)
 	uint8_t b[16];
 	int pfd = -1, pr;
 	do
-		pr = poll(&p, 1, (int)PP_MIN(timeout_ms, 60000ull));
+		pr = poll(&p, 1, (int)PP_MIN(timeout_ms, 10000ull));
 	while (pr < 0 && errno == EINTR);
 	ssize_t n = pr > 0 ? recv_msg(s->fd, b, sizeof(b), &pfd) : -ETIMEDOUT;
 	uint32_t type = 0;
@@ -817,9 +818,7 @@ static enum end ended(struct pp_symiso *s, int status, bool killed)
 		close(s->fd);
 	s->fd = -1;
 	atomic_store(&s->pid, 0);
-	if (killed)
-		e = END_KILLED;
-	else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_RECYCLE)
+	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_RECYCLE)
 		e = END_RECYCLE;
 	/* fold its counters into the sum (cache_bytes is a gauge: gone with it) */
 	s->st.sym.files_loaded += s->cur.files_loaded;
@@ -929,7 +928,7 @@ static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, pid_t r
 	struct wr w = { .p = rb, .cap = sizeof(rb) };
 	put32(&w, M_OPEN_REPLY);
 	put32(&w, (uint32_t)(fd >= 0 ? 0 : fd));
-	int e = send_msg(s->fd, rb, w.len, fd);
+	int e = send_msg(s->fd, rb, w.len, fd, MSG_DONTWAIT);
 	if (fd >= 0)
 		close(fd);
 	return e;
@@ -948,10 +947,10 @@ static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct ref
 		r = ensure(s);
 		if (r < 0)
 			return r;
-		r = send_msg(s->fd, s->buf, len, -1);
+		r = send_msg(s->fd, s->buf, len, -1, MSG_DONTWAIT);
 		if (r == 0)
 			break;
-		reap(s, false);
+		reap(s, true); /* (killing one that already exited changes nothing) */
 		if (attempt)
 			return -EIO;
 	}
@@ -1000,7 +999,11 @@ static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct ref
 			}
 		}
 		/* EOF (it died), or a message it should not have sent: it goes */
-		reap(s, n > 0);
+		/* (a helper that closed its socket may still run: killed) */
+		if (reap(s, true) == END_RECYCLE) {
+			r = -ECONNRESET; /* it left at its CPU budget before reading: send again */
+			break;
+		}
 		refuse(s, key);
 		r = -EIO;
 		break;
@@ -1050,8 +1053,10 @@ int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
 		put32(&w, (uint32_t)build_id_len);
 		put(&w, build_id, build_id_len);
 		r = w.bad ? -ENAMETOOLONG : call(s, w.len, pid, &k, ret);
+		if (r == -ECONNRESET)
+			r = call(s, w.len, pid, &k, ret);
 	}
-	bool lost = r == -EPERM || r == -EAGAIN || r == -EIO || r == -ETIMEDOUT;
+	bool lost = r == -EPERM || r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET;
 	if (lost)
 		s->st.requests_refused++;
 	publish(s);
@@ -1079,7 +1084,9 @@ int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr, struct
 		put32(&w, (uint32_t)pid);
 		put64(&w, addr);
 		r = call(s, w.len, pid, &k, ret);
-		if (r == -EAGAIN || r == -EIO || r == -ETIMEDOUT)
+		if (r == -ECONNRESET)
+			r = call(s, w.len, pid, &k, ret);
+		if (r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET)
 			s->st.requests_refused++;
 	}
 	publish(s);
