@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "isolate.h"
@@ -558,6 +559,29 @@ static int drop_caps(void)
 	return 0;
 }
 
+/*
+ * Nothing of podprof's but the socket (and stdio): podprof closes the rest
+ * with close_range before exec, which an older kernel or a container's
+ * seccomp profile may refuse; then /proc/self/fd is walked here.
+ */
+static void close_inherited(void)
+{
+	if (syscall(SYS_close_range, HELPER_FD + 1, ~0u, 0) == 0)
+		return;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int self = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t fd;
+		if (pp_parse_u64(e->d_name, 10, HELPER_FD + 1, INT_MAX, &fd) == 0 &&
+		    (int)fd != self)
+			close((int)fd);
+	}
+	closedir(d);
+}
+
 static int set_limit(int res, uint64_t v)
 {
 	struct rlimit rl = { .rlim_cur = v, .rlim_max = v };
@@ -638,6 +662,7 @@ int pp_symiso__helper_main(int argc, char **argv)
 	struct stat sb;
 	if (fstat(HELPER_FD, &sb) < 0 || !S_ISSOCK(sb.st_mode))
 		return 2;
+	close_inherited();
 	int r = drop_caps();
 	if (r < 0) {
 		pp_dbg("symbolizer helper: cannot drop capabilities: %s", strerror(-r));

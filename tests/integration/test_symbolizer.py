@@ -129,6 +129,8 @@ def test_helper_confined():
         check(int(st[cap].strip(), 16) == 0, "helper %s = %s" % (cap, st[cap].strip()))
     check(st["NoNewPrivs"].strip() == "1", "helper NoNewPrivs %r" % st["NoNewPrivs"])
     check(st["Seccomp"].strip() == "2", "helper Seccomp %r (2 = filter)" % st["Seccomp"])
+    fds = sorted(int(x) for x in os.listdir("/proc/%d/fd" % h))
+    check(set(fds) <= {0, 1, 2, 3}, "helper holds podprof's fds: %r" % fds)
     with open("/proc/%d/limits" % h) as f:
         lim = re.search(r"Max address space\s+(\S+)\s+(\S+)", f.read())
     # (an ASan build reserves terabytes of address space: no RLIMIT_AS there)
