@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,6 +224,70 @@ static void t_helper_resolves(void **state)
 	pp_symiso__free(s);
 }
 
+/* JIT code through the helper: our own perf map, its fd passed by podprof's side. */
+static void t_helper_perf_map(void **state)
+{
+	struct pp_symiso_opts o = { .memory_mib = 256, .timeout_ms = 30000 };
+	struct pp_sym_result res = { 0 };
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "7f0000001000 100 jitted_one\n7f0000002000 80 _Z6jittedv\n");
+	fclose(f);
+	struct pp_symiso *s = pp_symiso__new(&o);
+	assert_non_null(s);
+	assert_int_equal(pp_symiso__resolve_jit(s, getpid(), 0x7f0000002010ull, &res), 0);
+	assert_int_equal(res.n, 1);
+	assert_string_equal(res.frames[0].function, "jitted");
+	pp_sym_result__free(&res);
+	assert_int_equal(pp_symiso__resolve_jit(s, getpid(), 0x7f0000003000ull, &res), -ENOENT);
+	pp_symiso__free(s);
+	unlink(path);
+}
+
+/* A hostile helper: says it is ready, then answers garbage. It is killed,
+ * counted, the file is refused, and the caller gets the file+offset name. */
+static void t_helper_garbage(void **state)
+{
+	char script[] = "/tmp/pp-fake-helper-XXXXXX";
+	int fd = mkstemp(script);
+	assert_true(fd >= 0);
+	/* M_READY, then a message of no known type (printf: one write each) */
+	dprintf(fd, "#!/bin/sh\nprintf '\\066\\114\\123\\122' >&3\nprintf 'garbage!' >&3\n"
+		    "exec sleep 30\n");
+	close(fd);
+	assert_int_equal(chmod(script, 0700), 0);
+	struct pp_symiso_opts o = { .exe = script, .timeout_ms = 5000 };
+	struct pp_symiso *s = pp_symiso__new(&o);
+	assert_non_null(s);
+	pid_t h = pp_symiso__pid(s);
+	struct pp_map m = { .start = 0x400000,
+			    .end = 0x401000,
+			    .offset = 0x1000,
+			    .inode = 42,
+			    .path = "/bin/libx.so" };
+	struct pp_sym_result res = { 0 };
+	assert_int_equal(pp_symiso__resolve(s, getpid(), &m, NULL, 0, 0x400010, &res), 0);
+	assert_string_equal(res.frames[0].function, "libx.so+0x1010");
+	assert_false(res.has_function);
+	pp_sym_result__free(&res);
+	assert_int_equal(kill(h, 0), -1); /* killed and reaped */
+	struct pp_symiso_stats st;
+	pp_symiso__stats(s, &st);
+	assert_int_equal(st.crashes, 1);
+	assert_int_equal(st.files_refused, 1);
+	/* the file is not sent again, even to a new helper */
+	assert_int_equal(pp_symiso__resolve(s, getpid(), &m, NULL, 0, 0x400020, &res), 0);
+	assert_false(res.has_function);
+	pp_sym_result__free(&res);
+	pp_symiso__stats(s, &st);
+	assert_int_equal(st.crashes, 1);
+	assert_int_equal(st.requests_refused, 2);
+	pp_symiso__free(s);
+	unlink(script);
+}
+
 /* A helper that cannot start (or never says it is confined): no isolate,
  * the caller parses in-process instead of losing every name. */
 static void t_helper_cannot_start(void **state)
@@ -239,6 +305,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_roundtrip),		 cmocka_unit_test(t_bounds),
 		cmocka_unit_test(t_bad_input),		 cmocka_unit_test(t_helper_resolves),
+		cmocka_unit_test(t_helper_perf_map),	 cmocka_unit_test(t_helper_garbage),
 		cmocka_unit_test(t_helper_cannot_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
