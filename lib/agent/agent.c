@@ -2495,6 +2495,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.cpu_seconds = a->cfg->symbolizer.cpu_seconds,
 			.timeout_ms = a->cfg->symbolizer.timeout_ms,
 			.log_level = a->cfg->log.level,
+			.log_json = a->cfg->log.format == PP_LOG_JSON,
 		};
 		a->iso = pp_symiso__new(&io);
 		if (!a->iso)

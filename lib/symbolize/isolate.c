@@ -648,15 +648,16 @@ static void helper_serve(struct helper *h, uint64_t cpu_seconds)
 int pp_symiso__helper_main(int argc, char **argv)
 {
 	static struct helper h;
-	uint64_t v[5] = { 0 };
+	uint64_t v[6] = { 0 };
 
-	if (argc != 7 || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
+	if (argc != 8 || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
 		return 2;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		if (pp_parse_u64(argv[2 + i], 10, 0, UINT64_MAX, &v[i]) < 0)
 			return 2;
 	uint64_t memory_mib = v[0], cpu_seconds = v[1];
-	pp_log_setup((enum pp_log_level)PP_MIN(v[4], (uint64_t)PP_LOG_DEBUG), PP_LOG_TEXT);
+	pp_log_setup((enum pp_log_level)PP_MIN(v[4], (uint64_t)PP_LOG_DEBUG),
+		     v[5] ? PP_LOG_JSON : PP_LOG_TEXT);
 	prctl(PR_SET_NAME, "podprof-sym", 0, 0, 0);
 
 	struct stat sb;
@@ -718,7 +719,7 @@ struct refkey {
 struct pp_symiso {
 	pthread_mutex_t lock;
 	struct pp_symiso_opts o;
-	char args[5][24];
+	char args[6][24];
 	int fd;
 	_Atomic pid_t pid;
 	uint64_t started_ns, next_spawn_ns, backoff_ns;
@@ -757,8 +758,8 @@ static enum end reap(struct pp_symiso *s, bool kill_it);
 static int spawn(struct pp_symiso *s)
 {
 	int sv[2];
-	char *argv[] = { "podprof-sym", PP_SYMISO_HELPER_ARG, s->args[0], s->args[1],
-			 s->args[2],	s->args[3],	      s->args[4], NULL };
+	char *argv[] = { "podprof-sym", PP_SYMISO_HELPER_ARG, s->args[0], s->args[1], s->args[2],
+			 s->args[3],	s->args[4],	      s->args[5], NULL };
 	char *envp[] = { NULL };
 	const char *exe = s->o.exe ? s->o.exe : "/proc/self/exe";
 
@@ -1157,9 +1158,13 @@ struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->pub_lock, NULL);
-	uint64_t v[5] = { opts->memory_mib, opts->cpu_seconds, opts->cache_bytes, opts->no_dwarf,
-			  (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level) };
-	for (int i = 0; i < 5; i++)
+	uint64_t v[6] = { opts->memory_mib,
+			  opts->cpu_seconds,
+			  opts->cache_bytes,
+			  opts->no_dwarf,
+			  (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level),
+			  opts->log_json };
+	for (int i = 0; i < 6; i++)
 		snprintf(s->args[i], sizeof(s->args[i]), "%" PRIu64, v[i]);
 	pthread_mutex_lock(&s->lock);
 	int r = spawn(s);

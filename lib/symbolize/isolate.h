@@ -63,6 +63,7 @@ struct pp_symiso_opts {
 	unsigned timeout_ms; /* per request; 0 = 30000 */
 	const char *exe; /* the podprof binary; NULL = /proc/self/exe */
 	int log_level; /* enum pp_log_level for the helper's stderr */
+	bool log_json; /* its lines in JSON (log.format) */
 };
 
 /* Starts the helper and waits (timeout_ms) for it to say it is confined
