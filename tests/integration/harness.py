@@ -79,6 +79,8 @@ class Workload:
 class Podprof:
     def __init__(self, *args, env=None, listen="127.0.0.1:0", wait_port=True, wrap=()):
         check(PODPROF and os.path.exists(PODPROF), "PODPROF not built")
+        if not wrap and os.environ.get("PP_TEST_SIDECAR_CAPS"):
+            wrap = SIDECAR_CAPS  # every podprof with only the sidecar's capabilities
         argv = list(wrap) + [PODPROF]
         if listen is not None:
             argv += ["--listen", listen]
