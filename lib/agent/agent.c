@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "collector.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
 #include "offcpu/offcpu.h"
@@ -35,19 +36,21 @@
 enum coll { COLL_CPU = 0, COLL_HEAP, COLL_OFFCPU, COLL_THREADS, COLL__COUNT };
 enum coll_state { CS_OK = 0, CS_DISABLED, CS_UNAVAILABLE };
 
-static const char *const coll_names[COLL__COUNT] = { "cpu", "heap", "offcpu", "threads" };
-static const char *const coll_profiles[COLL__COUNT] = { "profile", "heap allocs",
-							"block mutex threadcreate", "goroutine" };
 static const char *const coll_state_names[] = { "ok", "disabled", "unavailable" };
-/* What an unavailable collector takes away, for the log line. */
-static const char *const coll_loses[COLL__COUNT] = { "CPU profiles", "heap and allocs profiles",
-						     "block, mutex and threadcreate profiles",
-						     "goroutine dumps" };
+static const struct pp_collector_ops *const coll_ops[COLL__COUNT]; /* below */
 
 struct coll_status {
 	enum coll_state state;
 	bool from_attach; /* unavailable because every attach was refused (may recover) */
 	char reason[512];
+};
+
+/* One collector's state for one target (see collector.h). */
+struct target_coll {
+	bool attached;
+	bool reattach; /* exec'd: detach and attach again */
+	bool refusal_logged; /* a refused attach is retried, logged once */
+	unsigned attempts; /* failed attaches (a racing exec), up to max_attempts */
 };
 
 struct target {
@@ -59,17 +62,22 @@ struct target {
 	uint64_t maps_hash;
 	unsigned maps_gen;
 	bool seen;
-	bool heap_attached;
-	unsigned heap_attempts; /* failed attaches (a racing exec); retried up to 3 times */
-	bool heap_reattach;
-	bool cpu_attached;
-	bool offcpu_attached;
-	bool cpu_refusal_logged; /* a refused CPU attach is retried each pass, logged once */
+	struct target_coll c[COLL__COUNT];
 };
 
 struct pending_detach {
 	pid_t pid;
-	bool cpu, heap, offcpu;
+	bool c[COLL__COUNT]; /* the collectors to detach */
+};
+
+/* A collector as the agent runs it. */
+struct collector {
+	struct pp_agent *a;
+	enum coll id;
+	const struct pp_collector_ops *ops;
+	bool present; /* created (or, for thread snapshots, enabled) */
+	pthread_t th; /* ops->poll's thread */
+	bool th_started;
 };
 
 /* One unwinder (one libdw Dwfl, one set of fds) per target process, shared
@@ -155,8 +163,9 @@ struct pp_agent {
 	struct tc_entry *tc;
 	size_t n_tc, cap_tc;
 
-	pthread_t th_discovery, th_cpu, th_heap, th_offcpu;
-	bool th_started[4];
+	struct collector colls[COLL__COUNT];
+	pthread_t th_discovery;
+	bool th_discovery_started;
 	atomic_bool stop;
 
 	struct source_ctx sources[MAX_SERVERS];
@@ -225,7 +234,7 @@ static void coll_refused(struct pp_agent *a, enum coll c, const char *reason, bo
 	snprintf(st->reason, sizeof(st->reason), "%s", reason);
 	pthread_mutex_unlock(&a->state_lock);
 	if (changed)
-		pp_warn("%s: %s unavailable: %s", coll_names[c], coll_loses[c], reason);
+		pp_warn("%s: %s unavailable: %s", coll_ops[c]->name, coll_ops[c]->loses, reason);
 }
 
 /* An attach worked: a collector refused only at attach time is available again. */
@@ -240,7 +249,7 @@ static void coll_attached(struct pp_agent *a, enum coll c)
 	}
 	pthread_mutex_unlock(&a->state_lock);
 	if (back)
-		pp_info("%s: %s available again", coll_names[c], coll_loses[c]);
+		pp_info("%s: %s available again", coll_ops[c]->name, coll_ops[c]->loses);
 }
 
 static bool coll_is_unavailable(struct pp_agent *a, enum coll c)
@@ -263,8 +272,9 @@ static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, i
  * No target could be given uprobes. The syscalls behind them are probed
  * again to tell the kernel's refusal from files podprof may not open.
  */
-static void heap_refused_everywhere(struct pp_agent *a, int err)
+static void heap_refused_everywhere(void *ctx, int err)
 {
+	struct pp_agent *a = ctx;
 	char why[512];
 	int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
 	int berr = pp_refusal__probe(PP_SYS_BPF);
@@ -317,33 +327,78 @@ static bool target_get(struct pp_agent *a, pid_t pid, uint64_t *start_time, unsi
 	return t != NULL;
 }
 
+/* Detaches the collectors attached to t. Called without a->lock. */
 static void target_detach(struct pp_agent *a, struct target *t)
 {
-	if (a->cpu && t->cpu_attached)
-		pp_cpu_sampler__remove_process(a->cpu, t->pid);
-	if (a->heap && t->heap_attached)
-		pp_heap_tracer__detach(a->heap, t->pid);
-	if (a->offcpu && t->offcpu_attached)
-		pp_offcpu__remove_process(a->offcpu, t->pid);
-	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		const struct collector *co = &a->colls[c];
+		if (t->c[c].attached && co->present && co->ops->detach)
+			co->ops->detach(a, t->pid);
+		t->c[c].attached = false;
+	}
+}
+
+/* t exec'd: the collectors that depend on its image attach again. Under a->lock. */
+static void target_execd(struct target *t)
+{
+	for (int c = 0; c < COLL__COUNT; c++)
+		if (coll_ops[c]->reattach_on_exec)
+			t->c[c].reattach = true;
 }
 
 static void unw_prepare(struct pp_agent *a, pid_t pid);
 
-/*
- * Called without a->lock. Failures are logged as warnings on the last try
- * only; *ret_err gets refusals (EPERM, EACCES), which the caller reports as
- * the collector's state when no target could be attached.
- */
-static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try,
-			int *ret_err)
+/* ---- the collectors' adapters (collector.h) ---- */
+
+/* CPU: a refused attach is retried each pass, logged once per pid. */
+static int cpu_attach(void *ctx, const struct pp_collector_attach *req)
 {
-	*ret_err = 0;
-	if (!a->heap)
-		return false;
+	struct pp_agent *a = ctx;
+	int e = pp_cpu_sampler__add_process(a->cpu, req->pid);
+
+	if (pp_refusal__is_refusal(e)) {
+		if (!req->refusal_logged) {
+			a->attach_errors++;
+			if (!coll_is_unavailable(a, COLL_CPU))
+				pp_warn("cpu: cannot sample pid %d (%s): %s", req->pid, req->comm,
+					strerror(-e));
+		}
+	} else if (e < 0 && e != -ESRCH) {
+		a->attach_errors++;
+		pp_warn("cpu: cannot sample pid %d (%s): %s", req->pid, req->comm, strerror(-e));
+	}
+	return e;
+}
+
+static void cpu_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_cpu_sampler__remove_process(a->cpu, pid);
+}
+
+static void cpu_refused(void *ctx, int err)
+{
+	coll_refused_err(ctx, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, err, true);
+}
+
+static int cpu_poll(void *ctx, int ms)
+{
+	struct pp_agent *a = ctx;
+	return pp_cpu_sampler__poll(a->cpu, ms);
+}
+
+/*
+ * Heap: failures are logged as warnings on the last try only; refusals
+ * (EPERM, EACCES) become the collector's state when no target could be
+ * attached (heap_refused_everywhere).
+ */
+static int heap_attach(void *ctx, const struct pp_collector_attach *req)
+{
+	struct pp_agent *a = ctx;
+	pid_t pid = req->pid;
+	const char *comm = req->comm;
 	int r = pp_heap_tracer__attach(a->heap, pid);
-	if (pp_refusal__is_refusal(r))
-		*ret_err = r;
+
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
 		unw_prepare(a, pid);
@@ -358,21 +413,96 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 			pp_info("heap: tracing pid %d (%s) allocator %s%s%s%s", pid, comm,
 				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)",
 				hs.mode_reason[0] ? "; not injected: " : "", hs.mode_reason);
-		return true;
+		return 0;
 	}
 	if (r == -ESRCH)
-		return false;
-	if (!last_try) {
+		return r;
+	if (!req->last_try) {
 		/* e.g. files changing under an exec in progress: try again next pass */
 		pp_dbg("heap: cannot trace pid %d (%s) yet: %s", pid, comm, strerror(-r));
-		return false;
+		return r;
 	}
 	a->attach_errors++;
 	const char *why = pp_heap_tracer__attach_reason(a->heap);
 	pp_warn("heap: cannot trace pid %d (%s): %s%s%s; heap profile of it stays empty", pid, comm,
 		strerror(-r), why[0] ? ": " : "", why);
-	return false;
+	return r;
 }
+
+static void heap_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_heap_tracer__detach(a->heap, pid);
+}
+
+static void heap_refused_everywhere(void *ctx, int err);
+
+static int heap_poll(void *ctx, int ms)
+{
+	struct pp_agent *a = ctx;
+	return pp_heap_tracer__poll(a->heap, ms);
+}
+
+/* Off-CPU: attach failures are not reported (its tracepoints are global;
+ * the process is only not recorded). */
+static int offcpu_attach(void *ctx, const struct pp_collector_attach *req)
+{
+	struct pp_agent *a = ctx;
+	return pp_offcpu__add_process(a->offcpu, req->pid);
+}
+
+static void offcpu_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_offcpu__remove_process(a->offcpu, pid);
+}
+
+static int offcpu_poll(void *ctx, int ms);
+
+static const struct pp_collector_ops cpu_ops = {
+	.name = "cpu",
+	.profiles = "profile",
+	.loses = "CPU profiles",
+	.attach = cpu_attach,
+	.detach = cpu_detach,
+	.refused = cpu_refused,
+	.poll = cpu_poll,
+};
+
+static const struct pp_collector_ops heap_ops = {
+	.name = "heap",
+	.profiles = "heap allocs",
+	.loses = "heap and allocs profiles",
+	.max_attempts = 3,
+	.reattach_on_exec = true, /* the new image may use another allocator */
+	.attach = heap_attach,
+	.detach = heap_detach,
+	.refused = heap_refused_everywhere,
+	.poll = heap_poll,
+};
+
+static const struct pp_collector_ops offcpu_ops = {
+	.name = "offcpu",
+	.profiles = "block mutex threadcreate",
+	.loses = "block, mutex and threadcreate profiles",
+	.attach = offcpu_attach,
+	.detach = offcpu_detach,
+	.poll = offcpu_poll,
+};
+
+/* Thread snapshots are taken on request (snapshot_threads): nothing to attach or poll. */
+static const struct pp_collector_ops threads_ops = {
+	.name = "threads",
+	.profiles = "goroutine",
+	.loses = "goroutine dumps",
+};
+
+static const struct pp_collector_ops *const coll_ops[COLL__COUNT] = {
+	[COLL_CPU] = &cpu_ops,
+	[COLL_HEAP] = &heap_ops,
+	[COLL_OFFCPU] = &offcpu_ops,
+	[COLL_THREADS] = &threads_ops,
+};
 
 /* Reads pid's maps (capped: PP_MAPS_KEEP entries, PP_MAPS_READ_BYTES
  * bytes); the first cut read is logged (all are counted in procfs). */
@@ -506,14 +636,16 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 /* Queues the detach of t's collectors. Called with a->lock held. */
 static void queue_detach(struct pp_agent *a, const struct target *t)
 {
-	if (!t->cpu_attached && !t->heap_attached && !t->offcpu_attached)
+	struct pending_detach d = { .pid = t->pid };
+	bool any = false;
+
+	for (int c = 0; c < COLL__COUNT; c++)
+		any |= d.c[c] = t->c[c].attached;
+	if (!any)
 		return;
 	if (pp_grow(&a->pend, &a->cap_pend, a->n_pend + 1, sizeof(*a->pend), 16) < 0)
 		return; /* the collectors drop dead pids by themselves */
-	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid,
-							.cpu = t->cpu_attached,
-							.heap = t->heap_attached,
-							.offcpu = t->offcpu_attached };
+	a->pend[a->n_pend++] = d;
 }
 
 /* Runs queued detaches. Called without a->lock. */
@@ -526,22 +658,52 @@ static void run_pending_detaches(struct pp_agent *a)
 	a->n_pend = a->cap_pend = 0;
 	pthread_mutex_unlock(&a->lock);
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].cpu && a->cpu)
-			pp_cpu_sampler__remove_process(a->cpu, v[i].pid);
-		if (v[i].heap && a->heap)
-			pp_heap_tracer__detach(a->heap, v[i].pid);
-		if (v[i].offcpu && a->offcpu)
-			pp_offcpu__remove_process(a->offcpu, v[i].pid);
+		struct target t = { .pid = v[i].pid };
+		for (int c = 0; c < COLL__COUNT; c++)
+			t.c[c].attached = v[i].c[c];
+		target_detach(a, &t);
 	}
 	free(v);
 }
 
+/* What one target needs from each collector in an attach pass. */
 struct attach_req {
 	pid_t pid;
 	uint64_t start_time;
 	char comm[16];
-	bool cpu, offcpu, heap, heap_detach_first, final_heap_try;
+	bool want[COLL__COUNT], detach_first[COLL__COUNT], last_try[COLL__COUNT];
+	bool refusal_logged[COLL__COUNT];
 };
+
+/* Takes what t needs into r (false: nothing). Called with a->lock held. */
+static bool attach_wanted(struct pp_agent *a, struct target *t, struct attach_req *r)
+{
+	bool any = false;
+
+	*r = (struct attach_req){ .pid = t->pid, .start_time = t->start_time };
+	memcpy(r->comm, t->comm, sizeof(r->comm));
+	for (int c = 0; c < COLL__COUNT; c++) {
+		const struct pp_collector_ops *ops = a->colls[c].ops;
+		struct target_coll *tc = &t->c[c];
+		if (!a->colls[c].present || !ops->attach)
+			continue;
+		r->want[c] = (!tc->attached &&
+			      (!ops->max_attempts || tc->attempts < ops->max_attempts)) ||
+			     tc->reattach;
+		if (!r->want[c])
+			continue;
+		any = true;
+		r->detach_first[c] = tc->reattach && tc->attached;
+		r->last_try[c] = ops->max_attempts && tc->attempts + 1 >= ops->max_attempts;
+		r->refusal_logged[c] = tc->refusal_logged;
+		if (tc->reattach)
+			tc->attempts = 0;
+		tc->reattach = false;
+		if (r->detach_first[c])
+			tc->attached = false;
+	}
+	return any;
+}
 
 /* Attaches the collectors to targets that lack them. Called without a->lock. */
 static void attach_pass(struct pp_agent *a)
@@ -549,85 +711,48 @@ static void attach_pass(struct pp_agent *a)
 	pthread_mutex_lock(&a->lock);
 	struct attach_req *reqs = calloc(a->n_targets ? a->n_targets : 1, sizeof(*reqs));
 	size_t n = 0;
-	for (size_t i = 0; reqs && i < a->n_targets; i++) {
-		struct target *t = &a->targets[i];
-		struct attach_req r = {
-			.pid = t->pid,
-			.start_time = t->start_time,
-			.cpu = a->cpu && !t->cpu_attached,
-			.offcpu = a->offcpu && !t->offcpu_attached,
-			.heap = a->heap &&
-				((!t->heap_attached && t->heap_attempts < 3) || t->heap_reattach),
-			.heap_detach_first = t->heap_reattach && t->heap_attached,
-			.final_heap_try = t->heap_attempts >= 2,
-		};
-		if (!r.cpu && !r.offcpu && !r.heap)
-			continue;
-		memcpy(r.comm, t->comm, sizeof(r.comm));
-		if (t->heap_reattach)
-			t->heap_attempts = 0;
-		t->heap_reattach = false;
-		if (r.heap_detach_first)
-			t->heap_attached = false;
-		reqs[n++] = r;
-	}
+	for (size_t i = 0; reqs && i < a->n_targets; i++)
+		n += attach_wanted(a, &a->targets[i], &reqs[n]);
 	pthread_mutex_unlock(&a->lock);
 
-	int cpu_refused = 0, heap_refused = 0;
-	bool cpu_any = false, heap_any = false;
+	int refused[COLL__COUNT] = { 0 };
+	bool any[COLL__COUNT] = { 0 };
 	for (size_t i = 0; i < n; i++) {
 		struct attach_req *r = &reqs[i];
-		bool cpu_ok = false, off_ok = false, heap_ok = false;
-		if (r->cpu) {
-			int e = pp_cpu_sampler__add_process(a->cpu, r->pid);
-			cpu_ok = e == 0;
+		bool ok[COLL__COUNT] = { 0 }, refusal[COLL__COUNT] = { 0 };
+		for (int c = 0; c < COLL__COUNT; c++) {
+			const struct pp_collector_ops *ops = a->colls[c].ops;
+			if (!r->want[c])
+				continue;
+			if (r->detach_first[c])
+				ops->detach(a, r->pid);
+			struct pp_collector_attach req = { .pid = r->pid,
+							   .comm = r->comm,
+							   .last_try = r->last_try[c],
+							   .refusal_logged = r->refusal_logged[c] };
+			int e = ops->attach(a, &req);
+			ok[c] = e == 0;
 			if (pp_refusal__is_refusal(e)) {
-				/* Retried each pass; said once per pid, and as the state. */
-				cpu_refused = e;
-				pthread_mutex_lock(&a->lock);
-				struct target *t = target_find(a, r->pid);
-				bool first = t && !t->cpu_refusal_logged;
-				if (t)
-					t->cpu_refusal_logged = true;
-				pthread_mutex_unlock(&a->lock);
-				if (first)
-					a->attach_errors++;
-				if (first && !coll_is_unavailable(a, COLL_CPU))
-					pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid,
-						r->comm, strerror(-e));
-			} else if (e < 0 && e != -ESRCH) {
-				a->attach_errors++;
-				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
-					strerror(-e));
+				refusal[c] = true;
+				refused[c] = e;
 			}
-		}
-		if (r->offcpu)
-			off_ok = pp_offcpu__add_process(a->offcpu, r->pid) == 0;
-		if (r->heap_detach_first)
-			pp_heap_tracer__detach(a->heap, r->pid);
-		if (r->heap) {
-			int e = 0;
-			heap_ok = heap_attach(a, r->pid, r->comm, r->final_heap_try, &e);
-			if (e)
-				heap_refused = e;
 		}
 
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, r->pid);
 		if (t && t->start_time == r->start_time) {
-			t->cpu_attached |= cpu_ok;
-			t->offcpu_attached |= off_ok;
-			t->heap_attached |= heap_ok;
-			if (r->heap && !heap_ok)
-				t->heap_attempts++;
-			cpu_any |= cpu_ok;
-			heap_any |= heap_ok;
+			for (int c = 0; c < COLL__COUNT; c++) {
+				t->c[c].attached |= ok[c];
+				if (r->want[c] && !ok[c])
+					t->c[c].attempts++;
+				t->c[c].refusal_logged |= refusal[c];
+				any[c] |= ok[c];
+			}
 		} else {
 			/* It went away meanwhile: undo. */
-			struct target gone = { .pid = r->pid,
-					       .cpu_attached = cpu_ok,
-					       .offcpu_attached = off_ok,
-					       .heap_attached = heap_ok };
+			struct target gone = { .pid = r->pid };
+			for (int c = 0; c < COLL__COUNT; c++)
+				gone.c[c].attached = ok[c];
 			queue_detach(a, &gone);
 		}
 		pthread_mutex_unlock(&a->lock);
@@ -636,22 +761,18 @@ static void attach_pass(struct pp_agent *a)
 	run_pending_detaches(a);
 
 	/* A collector is refused when no target at all could be attached. */
-	if (cpu_any)
-		coll_attached(a, COLL_CPU);
-	if (heap_any)
-		coll_attached(a, COLL_HEAP);
-	if (cpu_refused || heap_refused) {
-		bool cpu_some = false, heap_some = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		if (any[c])
+			coll_attached(a, c);
+		if (!refused[c] || !a->colls[c].ops->refused)
+			continue;
+		bool some = false;
 		pthread_mutex_lock(&a->lock);
-		for (size_t i = 0; i < a->n_targets; i++) {
-			cpu_some |= a->targets[i].cpu_attached;
-			heap_some |= a->targets[i].heap_attached;
-		}
+		for (size_t i = 0; i < a->n_targets; i++)
+			some |= a->targets[i].c[c].attached;
 		pthread_mutex_unlock(&a->lock);
-		if (cpu_refused && !cpu_some)
-			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, cpu_refused, true);
-		if (heap_refused && !heap_some)
-			heap_refused_everywhere(a, heap_refused);
+		if (!some)
+			a->colls[c].ops->refused(a, refused[c]);
 	}
 }
 
@@ -912,7 +1033,7 @@ static void discover(struct pp_agent *a)
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
 				if (t) {
-					if (!exec_changed && t->heap_attached && a->heap)
+					if (!exec_changed && t->c[COLL_HEAP].attached && a->heap)
 						heap_patch = true;
 					t->maps_hash = h;
 					t->maps_gen++;
@@ -923,7 +1044,7 @@ static void discover(struct pp_agent *a)
 						free(t->exe);
 						t->exe = strdup(info.exe);
 						/* The new image may use another allocator. */
-						t->heap_reattach = true;
+						target_execd(t);
 					}
 				}
 				pthread_mutex_unlock(&a->lock);
@@ -1314,16 +1435,6 @@ static void cpu_update_enable(struct pp_agent *a)
 	pp_cpu_sampler__enable(a->cpu, on);
 }
 
-static int poll_cpu(struct pp_agent *a, int ms)
-{
-	return pp_cpu_sampler__poll(a->cpu, ms);
-}
-
-static int poll_heap(struct pp_agent *a, int ms)
-{
-	return pp_heap_tracer__poll(a->heap, ms);
-}
-
 static bool offcpu_kind(enum pp_profile_kind kind)
 {
 	return kind == PP_PROFILE_BLOCK || kind == PP_PROFILE_MUTEX ||
@@ -1357,19 +1468,23 @@ static void offcpu_update(struct pp_agent *a)
 		pp_dbg("offcpu: tracing %s", on ? "on" : "off");
 }
 
-static int poll_offcpu(struct pp_agent *a, int ms)
+static int offcpu_poll(void *ctx, int ms)
 {
+	struct pp_agent *a = ctx;
 	offcpu_update(a);
 	return pp_offcpu__poll(a->offcpu, ms);
 }
 
-/* The loop of one collector's thread: poll (callbacks run here), and drop
- * the unwinders of exited processes when targets exit. */
-static void collector_loop(struct pp_agent *a, int (*poll)(struct pp_agent *a, int ms))
+/* The thread of one collector: poll (callbacks run here), and drop the
+ * unwinders of exited processes when targets exit. */
+static void *collector_main(void *arg)
 {
+	struct collector *co = arg;
+	struct pp_agent *a = co->a;
 	unsigned seen = atomic_load(&a->exits_gen);
+
 	while (!atomic_load(&a->stop)) {
-		int r = poll(a, 100);
+		int r = co->ops->poll(a, 100);
 		if (r < 0 && r != -EINTR)
 			sleep_ms(100);
 		if (atomic_load(&a->exits_gen) != seen) {
@@ -1377,23 +1492,6 @@ static void collector_loop(struct pp_agent *a, int (*poll)(struct pp_agent *a, i
 			unw_sweep(a);
 		}
 	}
-}
-
-static void *cpu_main(void *arg)
-{
-	collector_loop(arg, poll_cpu);
-	return NULL;
-}
-
-static void *heap_main(void *arg)
-{
-	collector_loop(arg, poll_heap);
-	return NULL;
-}
-
-static void *offcpu_main(void *arg)
-{
-	collector_loop(arg, poll_offcpu);
 	return NULL;
 }
 
@@ -2280,8 +2378,8 @@ static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t ma
 	size_t n = 0;
 	pthread_mutex_lock(&a->state_lock);
 	for (int c = 0; c < COLL__COUNT && n < max; c++, n++) {
-		ret[n].name = coll_names[c];
-		ret[n].profiles = coll_profiles[c];
+		ret[n].name = coll_ops[c]->name;
+		ret[n].profiles = coll_ops[c]->profiles;
 		ret[n].state = coll_state_names[a->coll[c].state];
 		snprintf(ret[n].reason, sizeof(ret[n].reason), "%s", a->coll[c].reason);
 	}
@@ -2298,13 +2396,13 @@ static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
 		       "# TYPE podprof_collector_up gauge\n");
 	pthread_mutex_lock(&a->state_lock);
 	for (int c = 0; c < COLL__COUNT; c++)
-		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", coll_names[c],
+		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", coll_ops[c]->name,
 			      a->coll[c].state == CS_OK);
 	pp_buf_puts(o, "# HELP podprof_collector_state The collector's state (ok, disabled, "
 		       "unavailable) and why.\n# TYPE podprof_collector_state gauge\n");
 	for (int c = 0; c < COLL__COUNT; c++) {
 		pp_buf_printf(o, "podprof_collector_state{collector=\"%s\",state=\"%s\",reason=\"",
-			      coll_names[c], coll_state_names[a->coll[c].state]);
+			      coll_ops[c]->name, coll_state_names[a->coll[c].state]);
 		put_label(o, a->coll[c].reason);
 		pp_buf_puts(o, "\"} 1\n");
 	}
@@ -2483,6 +2581,12 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 				coll_refused(a, COLL_OFFCPU, a->offcpu_disabled_reason, false);
 		}
 	}
+	for (int c = 0; c < COLL__COUNT; c++)
+		a->colls[c] = (struct collector){ .a = a, .id = c, .ops = coll_ops[c] };
+	a->colls[COLL_CPU].present = a->cpu;
+	a->colls[COLL_HEAP].present = a->heap;
+	a->colls[COLL_OFFCPU].present = a->offcpu;
+	a->colls[COLL_THREADS].present = a->cfg->threads.enabled;
 	return a;
 }
 
@@ -2525,17 +2629,15 @@ int pp_agent__start(struct pp_agent *a)
 	 * the first kernel frame (off the sample path), not here: without a
 	 * CPU or off-CPU window its ~4 MiB are never needed. */
 	discover(a);
-	if (a->cpu) {
-		cpu_update_enable(a);
-		if (pthread_create(&a->th_cpu, NULL, cpu_main, a) == 0)
-			a->th_started[1] = true;
+	cpu_update_enable(a);
+	for (int c = 0; c < COLL__COUNT; c++) {
+		struct collector *co = &a->colls[c];
+		if (co->present && co->ops->poll &&
+		    pthread_create(&co->th, NULL, collector_main, co) == 0)
+			co->th_started = true;
 	}
-	if (a->heap && pthread_create(&a->th_heap, NULL, heap_main, a) == 0)
-		a->th_started[2] = true;
-	if (a->offcpu && pthread_create(&a->th_offcpu, NULL, offcpu_main, a) == 0)
-		a->th_started[3] = true;
 	if (pthread_create(&a->th_discovery, NULL, discovery_main, a) == 0)
-		a->th_started[0] = true;
+		a->th_discovery_started = true;
 	if (!a->opts.serve)
 		return 0;
 	r = start_server(a, a->cfg->listen, -1, NULL);
@@ -2577,15 +2679,14 @@ void pp_agent__stop(struct pp_agent *a)
 	for (size_t i = 0; i < a->n_servers; i++)
 		pp_http_server__stop(a->servers[i]);
 	a->n_servers = 0;
-	if (a->th_started[0])
+	if (a->th_discovery_started)
 		pthread_join(a->th_discovery, NULL);
-	if (a->th_started[1])
-		pthread_join(a->th_cpu, NULL);
-	if (a->th_started[2])
-		pthread_join(a->th_heap, NULL);
-	if (a->th_started[3])
-		pthread_join(a->th_offcpu, NULL);
-	memset(a->th_started, 0, sizeof(a->th_started));
+	a->th_discovery_started = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		if (a->colls[c].th_started)
+			pthread_join(a->colls[c].th, NULL);
+		a->colls[c].th_started = false;
+	}
 }
 
 void pp_agent__free(struct pp_agent *a)
