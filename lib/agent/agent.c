@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,6 +16,7 @@
 #include "collector.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
+#include "http/present.h"
 #include "offcpu/offcpu.h"
 #include "procfs/procfs.h"
 #include "refusal.h"
@@ -206,21 +206,6 @@ struct pp_agent {
 	char cpu_disabled_reason[160];
 };
 
-static char *strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *strfmt(const char *fmt, ...)
-{
-	struct pp_buf b = { 0 };
-	va_list ap;
-	va_start(ap, fmt);
-	int r = pp_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	if (r < 0) {
-		pp_buf_free(&b);
-		return NULL;
-	}
-	return pp_buf_steal(&b, NULL);
-}
-
 /* ---- collector states ---- */
 
 /* Marks c unavailable; logs once per change of reason, with the fix. */
@@ -387,6 +372,14 @@ static int cpu_poll(void *ctx, int ms)
 	return pp_cpu_sampler__poll(a->cpu, ms);
 }
 
+static void cpu_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_cpu = a->cpu;
+	if (a->cpu)
+		pp_cpu_sampler__stats(a->cpu, &m->cpu);
+}
+
 /*
  * Heap: failures are logged as warnings on the last try only; refusals
  * (EPERM, EACCES) become the collector's state when no target could be
@@ -443,6 +436,20 @@ static int heap_poll(void *ctx, int ms)
 	return pp_heap_tracer__poll(a->heap, ms);
 }
 
+/* The tracer's counters and those of each target listed (its lock is
+ * taken inside, one call at a time). */
+static void heap_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_heap = a->heap;
+	if (!a->heap)
+		return;
+	pp_heap_tracer__stats(a->heap, &m->heap);
+	for (size_t i = 0; i < m->n_listed; i++)
+		m->targets[i].have_heap = pp_heap_tracer__proc_stats(a->heap, m->targets[i].pid,
+								     &m->targets[i].heap) == 0;
+}
+
 /* Off-CPU: attach failures are not reported (its tracepoints are global;
  * the process is only not recorded). */
 static int offcpu_attach(void *ctx, const struct pp_collector_attach *req)
@@ -459,6 +466,24 @@ static void offcpu_detach(void *ctx, pid_t pid)
 
 static int offcpu_poll(void *ctx, int ms);
 
+static void offcpu_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_offcpu = a->offcpu;
+	m->offcpu_tracing = pp_offcpu__enabled(a->offcpu);
+	if (a->offcpu)
+		pp_offcpu__stats(a->offcpu, &m->offcpu);
+}
+
+static void threads_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->agent.snapshots = a->snapshots;
+	m->agent.snapshot_pause_ns_max = a->snapshot_pause_ns_max;
+	m->agent.dumps_limited = a->dumps_limited;
+	m->agent.dump_deadline_threads = a->dump_deadline_threads;
+}
+
 static const struct pp_collector_ops cpu_ops = {
 	.name = "cpu",
 	.profiles = "profile",
@@ -467,6 +492,7 @@ static const struct pp_collector_ops cpu_ops = {
 	.detach = cpu_detach,
 	.refused = cpu_refused,
 	.poll = cpu_poll,
+	.stats = cpu_stats,
 };
 
 static const struct pp_collector_ops heap_ops = {
@@ -479,6 +505,7 @@ static const struct pp_collector_ops heap_ops = {
 	.detach = heap_detach,
 	.refused = heap_refused_everywhere,
 	.poll = heap_poll,
+	.stats = heap_stats,
 };
 
 static const struct pp_collector_ops offcpu_ops = {
@@ -488,6 +515,7 @@ static const struct pp_collector_ops offcpu_ops = {
 	.attach = offcpu_attach,
 	.detach = offcpu_detach,
 	.poll = offcpu_poll,
+	.stats = offcpu_stats,
 };
 
 /* Thread snapshots are taken on request (snapshot_threads): nothing to attach or poll. */
@@ -495,6 +523,7 @@ static const struct pp_collector_ops threads_ops = {
 	.name = "threads",
 	.profiles = "goroutine",
 	.loses = "goroutine dumps",
+	.stats = threads_stats,
 };
 
 static const struct pp_collector_ops *const coll_ops[COLL__COUNT] = {
@@ -1508,30 +1537,6 @@ static size_t group_pids(struct pp_agent *a, int group, pid_t *out, size_t max)
 	return n;
 }
 
-static const char *state_name(char s)
-{
-	switch (s) {
-	case 'R':
-		return "running";
-	case 'S':
-		return "sleeping";
-	case 'D':
-		return "disk sleep";
-	case 'T':
-		return "stopped";
-	case 't':
-		return "tracing stop";
-	case 'Z':
-		return "zombie";
-	case 'X':
-		return "dead";
-	case 'I':
-		return "idle";
-	default:
-		return "unknown";
-	}
-}
-
 static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *maps,
 			const uint64_t *pcs, size_t n, struct pp_buf *out)
 {
@@ -1543,20 +1548,7 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 		if (m && m->path && !m->special)
 			ok = pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr, &res) == 0 &&
 			     res.n > 0;
-		if (!ok) {
-			pp_buf_printf(out, "0x%" PRIx64 "\n\t?\n", addr);
-		} else {
-			for (size_t f = 0; f < res.n; f++) {
-				const struct pp_sym_frame *fr = &res.frames[f];
-				pp_buf_printf(out, "%s(...)\n", fr->function);
-				if (fr->file)
-					pp_buf_printf(out, "\t%s:%u pc=0x%" PRIx64 "\n", fr->file,
-						      fr->line, addr);
-				else
-					pp_buf_printf(out, "\t%s pc=0x%" PRIx64 "\n",
-						      m->path ? m->path : "?", addr);
-			}
-		}
+		pp_present__dump_frame(out, addr, ok ? &res : NULL, ok ? m->path : NULL);
 		pp_sym_result__free(&res);
 	}
 }
@@ -1625,10 +1617,7 @@ static int dump_limited(struct pp_agent *a, int group, struct pp_buf *out, uint6
 		return 0;
 	if (!sc || !sc->dump_text.len)
 		return -EAGAIN;
-	pp_buf_printf(out,
-		      "# the last dump, taken %.3f s ago: dumps are at most one per %u ms "
-		      "(threads.min_interval_ms)\n",
-		      (double)(now - sc->dump_text_ns) / 1e9, a->cfg->threads.min_interval_ms);
+	pp_present__dump_repeat(out, now - sc->dump_text_ns, a->cfg->threads.min_interval_ms);
 	return pp_buf_append(out, sc->dump_text.data, sc->dump_text.len);
 }
 
@@ -1666,23 +1655,17 @@ static void dump_thread(void *ctx, struct pp_thread_snap *t)
 		pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, dc->pid, t->tid, dc->pcs, n);
 	if (!out)
 		return;
-	pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, ", t->tid, t->name,
-		      state_name(t->state), t->wchan[0] ? ", wchan " : "", t->wchan,
-		      (double)t->cpu_time_ns / 1e9);
-	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
-		      t->voluntary_switches, t->nonvoluntary_switches);
-	if (!t->captured)
-		pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
-	else
+	pp_present__dump_thread(out, t);
+	if (t->captured)
 		dump_frames(a, dc->pid, &dc->maps, dc->pcs, n, out);
-	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+	pp_present__dump_thread_end(out, t->pause_ns);
 }
 
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
 	if (!a->cfg->threads.enabled) {
 		if (out)
-			pp_buf_puts(out, "thread dumps are disabled (threads.enabled: false)\n");
+			pp_present__dump_disabled(out);
 		else
 			pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 		return 0;
@@ -1738,8 +1721,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		if (out) {
 			struct pp_proc_info info = { 0 };
 			pp_proc__read_info(pids[p], &info);
-			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p],
-				      info.comm, info.exe ? info.exe : "", ns);
+			pp_present__dump_process(out, pids[p], info.comm, info.exe, ns);
 			pp_proc_info__free(&info);
 			if (body.len)
 				pp_buf_append(out, body.data, body.len);
@@ -1897,60 +1879,58 @@ static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
 	}
 }
 
+/*
+ * The first max targets of group (-1: all), pid and comm, copied under
+ * a->lock; then, with no lock held, their /proc status (and the heap
+ * tracer's counters when heap is set).
+ */
+static size_t targets_present(struct pp_agent *a, int group, struct pp_present_target *v,
+			      size_t max, bool heap)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets && n < max; i++) {
+		const struct target *t = &a->targets[i];
+		if (group >= 0 && t->group != group)
+			continue;
+		v[n] = (struct pp_present_target){ .pid = t->pid };
+		memcpy(v[n].comm, t->comm, sizeof(v[n].comm));
+		n++;
+	}
+	pthread_mutex_unlock(&a->lock);
+	for (size_t i = 0; i < n; i++) {
+		v[i].have_status = pp_proc__read_status(v[i].pid, &v[i].status) == 0;
+		if (heap && a->heap)
+			v[i].have_heap =
+				pp_heap_tracer__proc_stats(a->heap, v[i].pid, &v[i].heap) == 0;
+	}
+	return n;
+}
+
 static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *ret_n)
 {
-	pid_t pids[64];
-	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
-	char **c = calloc(np * 3 + 4, sizeof(*c));
-	size_t n = 0;
-	if (!c) {
-		*ret = NULL;
-		*ret_n = 0;
+	struct pp_present_target *tv = calloc(64, sizeof(*tv));
+	struct pp_heap_comment_stats hc = {
+		.disabled_reason = a->heap_disabled_reason,
+		.have_heap = a->heap,
+		.sample_rate = a->cfg->heap.sample_rate,
+		.targets = tv,
+	};
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!tv)
 		return;
-	}
-	if (a->heap_disabled_reason[0])
-		c[n++] = strfmt("heap tracing disabled: %s", a->heap_disabled_reason);
 	if (a->heap) {
-		struct pp_heap_stats hs;
-		pp_heap_tracer__stats(a->heap, &hs);
 		struct pp_store_stats ss;
+		pp_heap_tracer__stats(a->heap, &hc.heap);
 		pp_store__stats(a->store, &ss);
-		c[n++] = strfmt("podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
-				" live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
-				" stack_read_errors=%" PRIu64,
-				a->cfg->heap.sample_rate, hs.ringbuf_drops, hs.live_table_full,
-				ss.dropped_live, hs.stack_read_errors);
+		hc.store_dropped_live = ss.dropped_live;
 	}
-	for (size_t i = 0; i < np; i++) {
-		struct pp_proc_status ps = { 0 };
-		struct pp_heap_proc_stats ht = { 0 };
-		if (pp_proc__read_status(pids[i], &ps) < 0)
-			continue;
-		if (a->heap)
-			pp_heap_tracer__proc_stats(a->heap, pids[i], &ht);
-		c[n++] = strfmt("pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
-				" alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64
-				"kB VMS=%" PRIu64 "kB HWM=%" PRIu64 "kB Data=%" PRIu64
-				"kB Stack=%" PRIu64 "kB Locked=%" PRIu64 "kB Swap=%" PRIu64 "kB",
-				pids[i], ht.allocator[0] ? ht.allocator : "none", ht.mallocs,
-				ht.frees, ht.alloc_bytes, ht.est_overhead_percent,
-				ht.paused ? " (paused: over budget)" : "", ps.vm_rss_kb,
-				ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
-				ps.vm_lck_kb, ps.vm_swap_kb);
-		if (ht.injected)
-			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
-					"modules "
-					"(%s), pause %.2f ms",
-					pids[i], ht.agent_reused ? " reused" : "", ht.inject_slots,
-					ht.inject_modules, ht.coverage,
-					(double)ht.inject_pause_ns / 1e6);
-		else if (ht.allocator[0])
-			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", pids[i],
-					ht.mode_reason[0] ? "; not injected: " : "",
-					ht.mode_reason);
-	}
-	*ret = c;
-	*ret_n = n;
+	hc.n_targets = targets_present(a, group, tv, 64, true);
+	pp_present__heap_comments(&hc, ret, ret_n);
+	free(tv);
 }
 
 /* The end of a CPU window: every sample taken inside it delivered, and
@@ -1969,21 +1949,10 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 		pp_warn("cpu: samples of the window's last moments still queued after 5 s");
 	pp_cpu_sampler__stats(a->cpu, &now);
 	uint64_t got = now.samples - begin->samples, lost = now.lost - begin->lost;
-	uint64_t nostack = now.stack_errors - begin->stack_errors;
-	uint64_t adopt = now.adopt_errors - begin->adopt_errors;
 	c = calloc(2, sizeof(*c));
 	if (!c)
 		return;
-	c[n++] = strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
-			"%llu taken but still queued at the end, "
-			"%llu taken before the start but delivered in the window, "
-			"%llu without user stack, %llu children not tracked, "
-			"%llu of %llu CPUs not sampled (event refused)",
-			(unsigned long long)got, (unsigned long long)lost,
-			(unsigned long long)now.queued, (unsigned long long)begin->queued,
-			(unsigned long long)nostack, (unsigned long long)adopt,
-			(unsigned long long)now.open_errors,
-			(unsigned long long)(now.open_errors + now.events_open));
+	c[n++] = pp_present__cpu_comment(begin, &now);
 	if (lost * 100 > (got + lost) * 2)
 		pp_warn("cpu: a window lost %llu of %llu samples (ring buffer full: the CPU "
 			"thread fell behind)",
@@ -2077,269 +2046,68 @@ static uint64_t self_rss_kb(void)
 	return ps.vm_rss_kb;
 }
 
-/* A Prometheus label value: backslash, double quote and newline escaped. */
-static void put_label(struct pp_buf *o, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			pp_buf_printf(o, "\\%c", *v);
-		else if (*v == '\n')
-			pp_buf_puts(o, "\\n");
-		else
-			pp_buf_append(o, v, 1);
-	}
-}
-
-static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
+static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t max);
 
 /* /metrics text. Locks: a->lock (copies of the target list only; the
- * targets' /proc files are read after it is released), the store's,
- * sampler's, heap tracer's, off-CPU tracer's and symbolizer's stats locks
- * one at a time (counters copied, no file I/O), a->state_lock. */
+ * targets' /proc files are read after it is released), unw_lock, the
+ * store's, sampler's, heap tracer's, off-CPU tracer's and symbolizer's
+ * stats locks one at a time (counters copied, no file I/O),
+ * a->state_lock. Formatted with none held (http/present.c). */
 static int src_metrics(void *ctx, struct pp_buf *o)
 {
 	struct source_ctx *sc = ctx;
 	struct pp_agent *a = sc->a;
-	struct pp_store_stats ss;
+	struct pp_http_collector colls[COLL__COUNT];
 	struct rusage ru;
+	struct pp_metrics *m = calloc(1, sizeof(*m));
+	struct pp_present_target *tv = calloc(256, sizeof(*tv));
 
-	pp_store__stats(a->store, &ss);
+	if (!m || !tv) {
+		free(m);
+		free(tv);
+		return -ENOMEM;
+	}
+	pp_store__stats(a->store, &m->store);
 	getrusage(RUSAGE_SELF, &ru);
-	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	pp_buf_printf(o,
-		      "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info "
-		      "gauge\n"
-		      "podprof_build_info{version=\"%s\"} 1\n",
-		      PODPROF_VERSION);
-	pp_buf_printf(o, "# TYPE podprof_uptime_seconds gauge\npodprof_uptime_seconds %.3f\n",
-		      (double)(pp_now_mono_ns() - a->start_ns) / 1e9);
-	pp_buf_printf(o,
-		      "# TYPE podprof_process_cpu_seconds_total counter\n"
-		      "podprof_process_cpu_seconds_total %.3f\n",
-		      cpu);
-	pp_buf_printf(o,
-		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
-		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
-		      self_rss_kb() * 1024);
-	/* Under a->lock only copies; /proc is read after it is dropped. */
-	struct {
-		pid_t pid;
-		char comm[16];
-	} tv[256];
-	size_t nt, ntv = 0;
-	int windows;
+	m->version = PODPROF_VERSION;
+	m->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	m->uptime_seconds = (double)(pp_now_mono_ns() - a->start_ns) / 1e9;
+	m->rss_bytes = self_rss_kb() * 1024;
 	pthread_mutex_lock(&a->lock);
-	nt = a->n_targets;
-	windows = a->cpu_windows;
-	for (; ntv < a->n_targets && ntv < ARRAY_SIZE(tv); ntv++) {
-		tv[ntv].pid = a->targets[ntv].pid;
-		memcpy(tv[ntv].comm, a->targets[ntv].comm, sizeof(tv[ntv].comm));
-	}
+	m->n_targets = a->n_targets;
+	m->cpu_windows = a->cpu_windows;
 	pthread_mutex_unlock(&a->lock);
-	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", nt);
-	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
-		      windows);
-	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
-		      pp_offcpu__enabled(a->offcpu) ? 1 : 0);
-	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
-	for (size_t i = 0; i < ntv; i++) {
-		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(tv[i].pid, &ps) == 0) {
-			/* the comm is the target's to choose: escaped */
-			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"",
-				      tv[i].pid);
-			put_label(o, tv[i].comm);
-			pp_buf_printf(o, "\"} %" PRIu64 "\n", ps.vm_rss_kb * 1024);
-		}
-	}
-#define C(name, help, val)                                                     \
-	pp_buf_printf(o,                                                       \
-		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
-		      " counter\npodprof_" name " %" PRIu64 "\n",              \
-		      (uint64_t)(val))
-#define G(name, help, val)                                                     \
-	pp_buf_printf(o,                                                       \
-		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
-		      " gauge\npodprof_" name " %" PRIu64 "\n",                \
-		      (uint64_t)(val))
-	C("cpu_samples_total", "CPU samples received.", a->samples);
-	C("unwinds_total", "Stacks unwound.", a->unwinds);
+	m->targets = tv;
+	m->n_listed = targets_present(a, -1, tv, 256, false);
+	m->agent = (struct pp_agent_counters){
+		.samples = a->samples,
+		.unwinds = a->unwinds,
+		.unwinds_complete = a->unwinds_complete,
+		.unwind_truncated = a->unwind_truncated,
+		.unwind_errors = a->unwind_errors,
+		.attach_errors = a->attach_errors,
+		.target_read_errors = a->target_read_errors,
+		.heap_events = a->heap_events,
+		.offcpu_events = a->offcpu_events,
+	};
 	pthread_mutex_lock(&a->unw_lock);
-	size_t n_unw = a->unw.n;
+	m->agent.unwinders = a->unw.n;
 	pthread_mutex_unlock(&a->unw_lock);
-	G("unwinders", "Per-process unwinders held (one per live target).", n_unw);
-	C("unwinds_complete_total", "Stacks unwound to the thread's root.", a->unwinds_complete);
-	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
-	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);
-	C("attach_errors_total", "Failed attachments to targets.", a->attach_errors);
-	C("target_read_errors_total",
-	  "Reads of /proc that failed for podprof's own reasons (EMFILE, ENOMEM), "
-	  "not because the process exited.",
-	  a->target_read_errors);
-	C("heap_events_total", "Heap events received.", a->heap_events);
-	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
-	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
-	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.",
-	  a->snapshot_pause_ns_max);
-	pp_buf_printf(o,
-		      "# HELP podprof_thread_dumps_refused_total Thread dumps or threads not "
-		      "taken, by reason: rate_limit (threads.min_interval_ms; the last dump was "
-		      "served), deadline (threads not stopped after threads.dump_timeout_ms).\n"
-		      "# TYPE podprof_thread_dumps_refused_total counter\n"
-		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
-		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
-		      (uint64_t)a->dumps_limited, (uint64_t)a->dump_deadline_threads);
-	G("store_stacks", "Distinct stacks held.", ss.stacks);
-	G("store_locations", "Distinct locations held.", ss.locations);
-	G("store_live_allocations", "Sampled live allocations tracked.", ss.live_entries);
-	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
-	  ss.dropped_stacks);
-	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.",
-	  ss.dropped_live);
-	G("store_processes", "Processes alive in the store.", ss.procs);
-	G("store_processes_held", "Processes held: alive, or exited and not yet released.",
-	  ss.procs_held);
-	C("store_dropped_procs_total", "Processes not profiled: the processes cap was reached.",
-	  ss.dropped_procs);
-	C("store_dropped_locations_total", "Samples dropped: the locations cap was reached.",
-	  ss.dropped_locations);
-	C("store_released_procs_total", "Exited processes whose data was released.",
-	  ss.released_procs);
-	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
-	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
-	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
-	C("maps_truncated_total",
-	  "Reads of a target's /proc/PID/maps cut at 65536 entries or 16 MiB (mappings past "
-	  "the cut are left out).",
-	  pp_maps__truncated_total());
-	if (a->cpu) {
-		struct pp_cpu_stats cs;
-		pp_cpu_sampler__stats(a->cpu, &cs);
-		C("cpu_lost_samples_total",
-		  "Target CPU samples taken but not delivered (ring buffer full, malformed).",
-		  cs.lost);
-		C("cpu_stack_errors_total", "CPU samples whose user stack could not be read.",
-		  cs.stack_errors);
-		C("cpu_adopted_children_total", "Children of targets adopted by the CPU sampler.",
-		  cs.adopted);
-		C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
-		  cs.adopt_errors);
-		C("cpu_exited_targets_total",
-		  "Targets the CPU sampler stopped sampling in the kernel as their last thread "
-		  "exited (so a process reusing the pid is not sampled).",
-		  cs.exited);
-		G("cpu_events_open", "Per-CPU perf events open.", cs.events_open);
-		G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
-		  cs.open_errors);
-		G("cpu_sampled_processes", "Processes the CPU sampler samples.", cs.targets);
-	}
-	if (a->heap) {
-		struct pp_heap_stats hs;
-		pp_heap_tracer__stats(a->heap, &hs);
-		C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.",
-		  hs.ringbuf_drops);
-		C("heap_live_table_full_total",
-		  "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
-		C("heap_stack_read_errors_total", "Heap stack copies that failed.",
-		  hs.stack_read_errors);
-		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
-		C("heap_frees_deferred_total",
-		  "Frees that found the ring buffer full, delivered later from a side table.",
-		  hs.frees_deferred);
-		C("heap_frees_lost_total",
-		  "Frees lost (ring buffer and side table full): their allocations stay live.",
-		  hs.frees_lost);
-		/* Not under a->lock: the heap tracer's lock is taken inside. */
-		pid_t pids[256];
-		size_t np = group_pids(a, -1, pids, ARRAY_SIZE(pids));
-		pp_buf_printf(o, "# TYPE podprof_heap_overhead_percent gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0)
-				pp_buf_printf(o,
-					      "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%"
-					      "d\"} %.3f\n",
-					      pids[i], ps.paused, ps.est_overhead_percent);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_injected 1 when a process's allocations are "
-				 "seen through the injected agent, 0 on the uprobe path (reason).\n"
-				 "# TYPE podprof_heap_injected gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			char reason[160];
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
-				continue;
-			snprintf(reason, sizeof(reason), "%s", ps.mode_reason);
-			for (char *q = reason; *q; q++)
-				if (*q == '"' || *q == '\\' || *q == '\n')
-					*q = '\'';
-			pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n",
-				      pids[i], reason, ps.injected);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a "
-				 "target "
-				 "thread while injecting.\n"
-				 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0 && ps.injected)
-				pp_buf_printf(o,
-					      "podprof_heap_inject_pause_seconds{pid=\"%d\"} "
-					      "%.6f\n",
-					      pids[i], (double)ps.inject_pause_ns / 1e9);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_calls_total Allocator calls counted "
-				 "(agent: every call through a redirected slot; uprobe "
-				 "path: every probe hit).\n"
-				 "# TYPE podprof_heap_calls_total counter\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
-				continue;
-			pp_buf_printf(o,
-				      "podprof_heap_calls_total{pid=\"%d\",kind=\"alloc\"} %" PRIu64
-				      "\npodprof_heap_calls_total{pid=\"%d\",kind=\"free\"} "
-				      "%" PRIu64 "\n",
-				      pids[i], ps.mallocs, pids[i], ps.frees);
-		}
-	}
-	if (a->offcpu) {
-		struct pp_offcpu_stats os;
-		pp_offcpu__stats(a->offcpu, &os);
-		C("offcpu_drops_total", "Off-CPU events dropped.", os.drops);
-		C("offcpu_exited_targets_total",
-		  "Targets the off-CPU collector stopped recording in the kernel as their last "
-		  "thread exited.",
-		  os.exited);
-	}
-	struct pp_symbolizer_stats sy;
-	pp_symbolizer__stats(a->sym, &sy);
-	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
-	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
-	C("symbol_dwarf_refused_total",
-	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
-	  "headers): symbols only.",
-	  sy.dwarf_refused);
-	C("symbol_names_bounded_total",
-	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
-	  sy.names_bounded);
-	C("unwind_debug_refused_total",
-	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
-	  pp_unwind_debug_refused());
-	C("unwind_fd_budget_total",
-	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
-	  pp_unwind_fd_budget_hits());
-	C("sigbus_repaired_total",
-	  "Reads of a target file truncated under podprof, answered with zeros.",
-	  pp_sigbus_guard_repaired());
-	C("perf_map_reloads_deferred_total",
-	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
-	  "second.",
-	  sy.jit_reloads_deferred);
-	collector_metrics(a, o);
-#undef C
-#undef G
+	m->maps_truncated = pp_maps__truncated_total();
+	for (int c = 0; c < COLL__COUNT; c++)
+		if (a->colls[c].ops->stats)
+			a->colls[c].ops->stats(a, m);
+	pp_symbolizer__stats(a->sym, &m->sym);
+	m->unwind_debug_refused = pp_unwind_debug_refused();
+	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
+	m->sigbus_repaired = pp_sigbus_guard_repaired();
+	m->n_colls = src_collectors(sc, colls, ARRAY_SIZE(colls));
+	m->colls = colls;
+
+	pp_present__metrics(m, o);
+	free(tv);
+	free(m);
 	return 0;
 }
 
@@ -2385,28 +2153,6 @@ static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t ma
 	}
 	pthread_mutex_unlock(&a->state_lock);
 	return n;
-}
-
-/* A Prometheus label value: backslash, quote and newline escaped. */
-
-static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
-{
-	pp_buf_puts(o, "# HELP podprof_collector_up 1 when the collector works, 0 when the kernel "
-		       "refused what it needs or the config disabled it.\n"
-		       "# TYPE podprof_collector_up gauge\n");
-	pthread_mutex_lock(&a->state_lock);
-	for (int c = 0; c < COLL__COUNT; c++)
-		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", coll_ops[c]->name,
-			      a->coll[c].state == CS_OK);
-	pp_buf_puts(o, "# HELP podprof_collector_state The collector's state (ok, disabled, "
-		       "unavailable) and why.\n# TYPE podprof_collector_state gauge\n");
-	for (int c = 0; c < COLL__COUNT; c++) {
-		pp_buf_printf(o, "podprof_collector_state{collector=\"%s\",state=\"%s\",reason=\"",
-			      coll_ops[c]->name, coll_state_names[a->coll[c].state]);
-		put_label(o, a->coll[c].reason);
-		pp_buf_puts(o, "\"} 1\n");
-	}
-	pthread_mutex_unlock(&a->state_lock);
 }
 
 const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)

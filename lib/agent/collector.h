@@ -45,6 +45,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "http/present.h"
+
 /* One attach of one collector to one process. */
 struct pp_collector_attach {
 	pid_t pid;
@@ -76,6 +78,10 @@ struct pp_collector_ops {
 	/* Wait up to timeout_ms for events and deliver them (on the
 	 * collector's own thread). NULL: no thread. */
 	int (*poll)(void *ctx, int timeout_ms);
+	/* Copy the collector's counters into its part of m (called for /metrics
+	 * whether the collector exists or not; m->targets is filled before).
+	 * Takes the collector's lock around the copy; no file I/O. */
+	void (*stats)(void *ctx, struct pp_metrics *m);
 };
 
 #endif
