@@ -37,7 +37,11 @@
  *  - store lock: see store/store.h (counters copied, rendering outside).
  *
  * No file I/O, ELF/DWARF loading or rendering under a collector, agent or
- * store lock; an exception is noted where it is made.
+ * store lock; an exception is noted where it is made. Known exceptions,
+ * inside lib/heap: its attach injects the agent (ptrace, the target's
+ * memory) and its per-process stats read the agent's counters from the
+ * target, both under the tracer's own lock; they delay other heap calls
+ * (the agent makes them with none of its locks held), never a sample.
  */
 #ifndef PODPROF_COLLECTOR_H
 #define PODPROF_COLLECTOR_H
