@@ -41,7 +41,8 @@
  * inside lib/heap: its attach injects the agent (ptrace, the target's
  * memory) and its per-process stats read the agent's counters from the
  * target, both under the tracer's own lock; they delay other heap calls
- * (the agent makes them with none of its locks held), never a sample.
+ * and the heap thread's periodic tick (the agent makes them with none of
+ * its own locks held).
  */
 #ifndef PODPROF_COLLECTOR_H
 #define PODPROF_COLLECTOR_H
