@@ -8,14 +8,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
+#include "collector.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
+#include "http/present.h"
 #include "offcpu/offcpu.h"
 #include "procfs/procfs.h"
 #include "refusal.h"
@@ -36,19 +37,21 @@
 enum coll { COLL_CPU = 0, COLL_HEAP, COLL_OFFCPU, COLL_THREADS, COLL__COUNT };
 enum coll_state { CS_OK = 0, CS_DISABLED, CS_UNAVAILABLE };
 
-static const char *const coll_names[COLL__COUNT] = { "cpu", "heap", "offcpu", "threads" };
-static const char *const coll_profiles[COLL__COUNT] = { "profile", "heap allocs",
-							"block mutex threadcreate", "goroutine" };
 static const char *const coll_state_names[] = { "ok", "disabled", "unavailable" };
-/* What an unavailable collector takes away, for the log line. */
-static const char *const coll_loses[COLL__COUNT] = { "CPU profiles", "heap and allocs profiles",
-						     "block, mutex and threadcreate profiles",
-						     "goroutine dumps" };
+static const struct pp_collector_ops *const coll_ops[COLL__COUNT]; /* below */
 
 struct coll_status {
 	enum coll_state state;
 	bool from_attach; /* unavailable because every attach was refused (may recover) */
 	char reason[512];
+};
+
+/* One collector's state for one target (see collector.h). */
+struct target_coll {
+	bool attached;
+	bool reattach; /* exec'd: detach and attach again */
+	bool refusal_logged; /* a refused attach is retried, logged once */
+	unsigned attempts; /* failed attaches (a racing exec), up to max_attempts */
 };
 
 struct target {
@@ -60,17 +63,22 @@ struct target {
 	uint64_t maps_hash;
 	unsigned maps_gen;
 	bool seen;
-	bool heap_attached;
-	unsigned heap_attempts; /* failed attaches (a racing exec); retried up to 3 times */
-	bool heap_reattach;
-	bool cpu_attached;
-	bool offcpu_attached;
-	bool cpu_refusal_logged; /* a refused CPU attach is retried each pass, logged once */
+	struct target_coll c[COLL__COUNT];
 };
 
 struct pending_detach {
 	pid_t pid;
-	bool cpu, heap, offcpu;
+	bool c[COLL__COUNT]; /* the collectors to detach */
+};
+
+/* A collector as the agent runs it. */
+struct collector {
+	struct pp_agent *a;
+	enum coll id;
+	const struct pp_collector_ops *ops;
+	bool present; /* created (or, for thread snapshots, enabled) */
+	pthread_t th; /* ops->poll's thread */
+	bool th_started;
 };
 
 /* One unwinder (one libdw Dwfl, one set of fds) per target process, shared
@@ -158,8 +166,9 @@ struct pp_agent {
 	struct tc_entry *tc;
 	size_t n_tc, cap_tc;
 
-	pthread_t th_discovery, th_cpu, th_heap, th_offcpu;
-	bool th_started[4];
+	struct collector colls[COLL__COUNT];
+	pthread_t th_discovery;
+	bool th_discovery_started;
 	atomic_bool stop;
 
 	struct source_ctx sources[MAX_SERVERS];
@@ -200,21 +209,6 @@ struct pp_agent {
 	char cpu_disabled_reason[160];
 };
 
-static char *strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *strfmt(const char *fmt, ...)
-{
-	struct pp_buf b = { 0 };
-	va_list ap;
-	va_start(ap, fmt);
-	int r = pp_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	if (r < 0) {
-		pp_buf_free(&b);
-		return NULL;
-	}
-	return pp_buf_steal(&b, NULL);
-}
-
 /* ---- collector states ---- */
 
 /* Marks c unavailable; logs once per change of reason, with the fix. */
@@ -228,7 +222,7 @@ static void coll_refused(struct pp_agent *a, enum coll c, const char *reason, bo
 	snprintf(st->reason, sizeof(st->reason), "%s", reason);
 	pthread_mutex_unlock(&a->state_lock);
 	if (changed)
-		pp_warn("%s: %s unavailable: %s", coll_names[c], coll_loses[c], reason);
+		pp_warn("%s: %s unavailable: %s", coll_ops[c]->name, coll_ops[c]->loses, reason);
 }
 
 /* An attach worked: a collector refused only at attach time is available again. */
@@ -243,7 +237,7 @@ static void coll_attached(struct pp_agent *a, enum coll c)
 	}
 	pthread_mutex_unlock(&a->state_lock);
 	if (back)
-		pp_info("%s: %s available again", coll_names[c], coll_loses[c]);
+		pp_info("%s: %s available again", coll_ops[c]->name, coll_ops[c]->loses);
 }
 
 static bool coll_is_unavailable(struct pp_agent *a, enum coll c)
@@ -266,8 +260,9 @@ static void coll_refused_err(struct pp_agent *a, enum coll c, enum pp_sys sys, i
  * No target could be given uprobes. The syscalls behind them are probed
  * again to tell the kernel's refusal from files podprof may not open.
  */
-static void heap_refused_everywhere(struct pp_agent *a, int err)
+static void heap_refused_everywhere(void *ctx, int err)
 {
+	struct pp_agent *a = ctx;
 	char why[512];
 	int perr = pp_refusal__probe(PP_SYS_PERF_EVENT_OPEN);
 	int berr = pp_refusal__probe(PP_SYS_BPF);
@@ -320,33 +315,86 @@ static bool target_get(struct pp_agent *a, pid_t pid, uint64_t *start_time, unsi
 	return t != NULL;
 }
 
+/* Detaches the collectors attached to t. Called without a->lock. */
 static void target_detach(struct pp_agent *a, struct target *t)
 {
-	if (a->cpu && t->cpu_attached)
-		pp_cpu_sampler__remove_process(a->cpu, t->pid);
-	if (a->heap && t->heap_attached)
-		pp_heap_tracer__detach(a->heap, t->pid);
-	if (a->offcpu && t->offcpu_attached)
-		pp_offcpu__remove_process(a->offcpu, t->pid);
-	t->cpu_attached = t->heap_attached = t->offcpu_attached = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		const struct collector *co = &a->colls[c];
+		if (t->c[c].attached && co->present && co->ops->detach)
+			co->ops->detach(a, t->pid);
+		t->c[c].attached = false;
+	}
+}
+
+/* t exec'd: the collectors that depend on its image attach again. Under a->lock. */
+static void target_execd(struct target *t)
+{
+	for (int c = 0; c < COLL__COUNT; c++)
+		if (coll_ops[c]->reattach_on_exec)
+			t->c[c].reattach = true;
 }
 
 static void unw_prepare(struct pp_agent *a, pid_t pid);
 
-/*
- * Called without a->lock. Failures are logged as warnings on the last try
- * only; *ret_err gets refusals (EPERM, EACCES), which the caller reports as
- * the collector's state when no target could be attached.
- */
-static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool last_try,
-			int *ret_err)
+/* ---- the collectors' adapters (collector.h) ---- */
+
+/* CPU: a refused attach is retried each pass, logged once per pid. */
+static int cpu_attach(void *ctx, const struct pp_collector_attach *req)
 {
-	*ret_err = 0;
-	if (!a->heap)
-		return false;
+	struct pp_agent *a = ctx;
+	int e = pp_cpu_sampler__add_process(a->cpu, req->pid);
+
+	if (pp_refusal__is_refusal(e)) {
+		if (!req->refusal_logged) {
+			a->attach_errors++;
+			if (!coll_is_unavailable(a, COLL_CPU))
+				pp_warn("cpu: cannot sample pid %d (%s): %s", req->pid, req->comm,
+					strerror(-e));
+		}
+	} else if (e < 0 && e != -ESRCH) {
+		a->attach_errors++;
+		pp_warn("cpu: cannot sample pid %d (%s): %s", req->pid, req->comm, strerror(-e));
+	}
+	return e;
+}
+
+static void cpu_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_cpu_sampler__remove_process(a->cpu, pid);
+}
+
+static void cpu_refused(void *ctx, int err)
+{
+	coll_refused_err(ctx, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, err, true);
+}
+
+static int cpu_poll(void *ctx, int ms)
+{
+	struct pp_agent *a = ctx;
+	return pp_cpu_sampler__poll(a->cpu, ms);
+}
+
+static void cpu_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_cpu = a->cpu;
+	if (a->cpu)
+		pp_cpu_sampler__stats(a->cpu, &m->cpu);
+}
+
+/*
+ * Heap: failures are logged as warnings on the last try only; refusals
+ * (EPERM, EACCES) become the collector's state when no target could be
+ * attached (heap_refused_everywhere).
+ */
+static int heap_attach(void *ctx, const struct pp_collector_attach *req)
+{
+	struct pp_agent *a = ctx;
+	pid_t pid = req->pid;
+	const char *comm = req->comm;
 	int r = pp_heap_tracer__attach(a->heap, pid);
-	if (pp_refusal__is_refusal(r))
-		*ret_err = r;
+
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
 		unw_prepare(a, pid);
@@ -361,21 +409,132 @@ static bool heap_attach(struct pp_agent *a, pid_t pid, const char *comm, bool la
 			pp_info("heap: tracing pid %d (%s) allocator %s%s%s%s", pid, comm,
 				hs.allocator, hs.session ? " (uprobe session)" : " (uretprobe)",
 				hs.mode_reason[0] ? "; not injected: " : "", hs.mode_reason);
-		return true;
+		return 0;
 	}
 	if (r == -ESRCH)
-		return false;
-	if (!last_try) {
+		return r;
+	if (!req->last_try) {
 		/* e.g. files changing under an exec in progress: try again next pass */
 		pp_dbg("heap: cannot trace pid %d (%s) yet: %s", pid, comm, strerror(-r));
-		return false;
+		return r;
 	}
 	a->attach_errors++;
 	const char *why = pp_heap_tracer__attach_reason(a->heap);
 	pp_warn("heap: cannot trace pid %d (%s): %s%s%s; heap profile of it stays empty", pid, comm,
 		strerror(-r), why[0] ? ": " : "", why);
-	return false;
+	return r;
 }
+
+static void heap_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_heap_tracer__detach(a->heap, pid);
+}
+
+static void heap_refused_everywhere(void *ctx, int err);
+
+static int heap_poll(void *ctx, int ms)
+{
+	struct pp_agent *a = ctx;
+	return pp_heap_tracer__poll(a->heap, ms);
+}
+
+/* The tracer's counters and those of each target listed (its lock is
+ * taken inside, one call at a time). */
+static void heap_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_heap = a->heap;
+	if (!a->heap)
+		return;
+	pp_heap_tracer__stats(a->heap, &m->heap);
+	for (size_t i = 0; i < m->n_listed; i++)
+		m->targets[i].have_heap = pp_heap_tracer__proc_stats(a->heap, m->targets[i].pid,
+								     &m->targets[i].heap) == 0;
+}
+
+/* Off-CPU: attach failures are not reported (its tracepoints are global;
+ * the process is only not recorded). */
+static int offcpu_attach(void *ctx, const struct pp_collector_attach *req)
+{
+	struct pp_agent *a = ctx;
+	return pp_offcpu__add_process(a->offcpu, req->pid);
+}
+
+static void offcpu_detach(void *ctx, pid_t pid)
+{
+	struct pp_agent *a = ctx;
+	pp_offcpu__remove_process(a->offcpu, pid);
+}
+
+static int offcpu_poll(void *ctx, int ms);
+
+static void offcpu_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->have_offcpu = a->offcpu;
+	m->offcpu_tracing = pp_offcpu__enabled(a->offcpu);
+	if (a->offcpu)
+		pp_offcpu__stats(a->offcpu, &m->offcpu);
+}
+
+static void threads_stats(void *ctx, struct pp_metrics *m)
+{
+	struct pp_agent *a = ctx;
+	m->agent.snapshots = a->snapshots;
+	m->agent.snapshot_pause_ns_max = a->snapshot_pause_ns_max;
+	m->agent.dumps_limited = a->dumps_limited;
+	m->agent.dump_deadline_threads = a->dump_deadline_threads;
+}
+
+static const struct pp_collector_ops cpu_ops = {
+	.name = "cpu",
+	.profiles = "profile",
+	.loses = "CPU profiles",
+	.attach = cpu_attach,
+	.detach = cpu_detach,
+	.refused = cpu_refused,
+	.poll = cpu_poll,
+	.stats = cpu_stats,
+};
+
+static const struct pp_collector_ops heap_ops = {
+	.name = "heap",
+	.profiles = "heap allocs",
+	.loses = "heap and allocs profiles",
+	.max_attempts = 3,
+	.reattach_on_exec = true, /* the new image may use another allocator */
+	.attach = heap_attach,
+	.detach = heap_detach,
+	.refused = heap_refused_everywhere,
+	.poll = heap_poll,
+	.stats = heap_stats,
+};
+
+static const struct pp_collector_ops offcpu_ops = {
+	.name = "offcpu",
+	.profiles = "block mutex threadcreate",
+	.loses = "block, mutex and threadcreate profiles",
+	.attach = offcpu_attach,
+	.detach = offcpu_detach,
+	.poll = offcpu_poll,
+	.stats = offcpu_stats,
+};
+
+/* Thread snapshots are taken on request (snapshot_threads): nothing to attach or poll. */
+static const struct pp_collector_ops threads_ops = {
+	.name = "threads",
+	.profiles = "goroutine",
+	.loses = "goroutine dumps",
+	.stats = threads_stats,
+};
+
+static const struct pp_collector_ops *const coll_ops[COLL__COUNT] = {
+	[COLL_CPU] = &cpu_ops,
+	[COLL_HEAP] = &heap_ops,
+	[COLL_OFFCPU] = &offcpu_ops,
+	[COLL_THREADS] = &threads_ops,
+};
 
 /* Reads pid's maps (capped: PP_MAPS_KEEP entries, PP_MAPS_READ_BYTES
  * bytes); the first cut read is logged (all are counted in procfs). */
@@ -510,14 +669,16 @@ static struct target *target_add(struct pp_agent *a, const struct pp_proc_info *
 /* Queues the detach of t's collectors. Called with a->lock held. */
 static void queue_detach(struct pp_agent *a, const struct target *t)
 {
-	if (!t->cpu_attached && !t->heap_attached && !t->offcpu_attached)
+	struct pending_detach d = { .pid = t->pid };
+	bool any = false;
+
+	for (int c = 0; c < COLL__COUNT; c++)
+		any |= d.c[c] = t->c[c].attached;
+	if (!any)
 		return;
 	if (pp_grow(&a->pend, &a->cap_pend, a->n_pend + 1, sizeof(*a->pend), 16) < 0)
 		return; /* the collectors drop dead pids by themselves */
-	a->pend[a->n_pend++] = (struct pending_detach){ .pid = t->pid,
-							.cpu = t->cpu_attached,
-							.heap = t->heap_attached,
-							.offcpu = t->offcpu_attached };
+	a->pend[a->n_pend++] = d;
 }
 
 /* Runs queued detaches. Called without a->lock. */
@@ -530,22 +691,52 @@ static void run_pending_detaches(struct pp_agent *a)
 	a->n_pend = a->cap_pend = 0;
 	pthread_mutex_unlock(&a->lock);
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].cpu && a->cpu)
-			pp_cpu_sampler__remove_process(a->cpu, v[i].pid);
-		if (v[i].heap && a->heap)
-			pp_heap_tracer__detach(a->heap, v[i].pid);
-		if (v[i].offcpu && a->offcpu)
-			pp_offcpu__remove_process(a->offcpu, v[i].pid);
+		struct target t = { .pid = v[i].pid };
+		for (int c = 0; c < COLL__COUNT; c++)
+			t.c[c].attached = v[i].c[c];
+		target_detach(a, &t);
 	}
 	free(v);
 }
 
+/* What one target needs from each collector in an attach pass. */
 struct attach_req {
 	pid_t pid;
 	uint64_t start_time;
 	char comm[16];
-	bool cpu, offcpu, heap, heap_detach_first, final_heap_try;
+	bool want[COLL__COUNT], detach_first[COLL__COUNT], last_try[COLL__COUNT];
+	bool refusal_logged[COLL__COUNT];
 };
+
+/* Takes what t needs into r (false: nothing). Called with a->lock held. */
+static bool attach_wanted(struct pp_agent *a, struct target *t, struct attach_req *r)
+{
+	bool any = false;
+
+	*r = (struct attach_req){ .pid = t->pid, .start_time = t->start_time };
+	memcpy(r->comm, t->comm, sizeof(r->comm));
+	for (int c = 0; c < COLL__COUNT; c++) {
+		const struct pp_collector_ops *ops = a->colls[c].ops;
+		struct target_coll *tc = &t->c[c];
+		if (!a->colls[c].present || !ops->attach)
+			continue;
+		r->want[c] = (!tc->attached &&
+			      (!ops->max_attempts || tc->attempts < ops->max_attempts)) ||
+			     tc->reattach;
+		if (!r->want[c])
+			continue;
+		any = true;
+		r->detach_first[c] = tc->reattach && tc->attached;
+		r->last_try[c] = ops->max_attempts && tc->attempts + 1 >= ops->max_attempts;
+		r->refusal_logged[c] = tc->refusal_logged;
+		if (tc->reattach)
+			tc->attempts = 0;
+		tc->reattach = false;
+		if (r->detach_first[c])
+			tc->attached = false;
+	}
+	return any;
+}
 
 /* Attaches the collectors to targets that lack them. Called without a->lock. */
 static void attach_pass(struct pp_agent *a)
@@ -553,85 +744,48 @@ static void attach_pass(struct pp_agent *a)
 	pthread_mutex_lock(&a->lock);
 	struct attach_req *reqs = calloc(a->n_targets ? a->n_targets : 1, sizeof(*reqs));
 	size_t n = 0;
-	for (size_t i = 0; reqs && i < a->n_targets; i++) {
-		struct target *t = &a->targets[i];
-		struct attach_req r = {
-			.pid = t->pid,
-			.start_time = t->start_time,
-			.cpu = a->cpu && !t->cpu_attached,
-			.offcpu = a->offcpu && !t->offcpu_attached,
-			.heap = a->heap &&
-				((!t->heap_attached && t->heap_attempts < 3) || t->heap_reattach),
-			.heap_detach_first = t->heap_reattach && t->heap_attached,
-			.final_heap_try = t->heap_attempts >= 2,
-		};
-		if (!r.cpu && !r.offcpu && !r.heap)
-			continue;
-		memcpy(r.comm, t->comm, sizeof(r.comm));
-		if (t->heap_reattach)
-			t->heap_attempts = 0;
-		t->heap_reattach = false;
-		if (r.heap_detach_first)
-			t->heap_attached = false;
-		reqs[n++] = r;
-	}
+	for (size_t i = 0; reqs && i < a->n_targets; i++)
+		n += attach_wanted(a, &a->targets[i], &reqs[n]);
 	pthread_mutex_unlock(&a->lock);
 
-	int cpu_refused = 0, heap_refused = 0;
-	bool cpu_any = false, heap_any = false;
+	int refused[COLL__COUNT] = { 0 };
+	bool any[COLL__COUNT] = { 0 };
 	for (size_t i = 0; i < n; i++) {
 		struct attach_req *r = &reqs[i];
-		bool cpu_ok = false, off_ok = false, heap_ok = false;
-		if (r->cpu) {
-			int e = pp_cpu_sampler__add_process(a->cpu, r->pid);
-			cpu_ok = e == 0;
+		bool ok[COLL__COUNT] = { 0 }, refusal[COLL__COUNT] = { 0 };
+		for (int c = 0; c < COLL__COUNT; c++) {
+			const struct pp_collector_ops *ops = a->colls[c].ops;
+			if (!r->want[c])
+				continue;
+			if (r->detach_first[c])
+				ops->detach(a, r->pid);
+			struct pp_collector_attach req = { .pid = r->pid,
+							   .comm = r->comm,
+							   .last_try = r->last_try[c],
+							   .refusal_logged = r->refusal_logged[c] };
+			int e = ops->attach(a, &req);
+			ok[c] = e == 0;
 			if (pp_refusal__is_refusal(e)) {
-				/* Retried each pass; said once per pid, and as the state. */
-				cpu_refused = e;
-				pthread_mutex_lock(&a->lock);
-				struct target *t = target_find(a, r->pid);
-				bool first = t && !t->cpu_refusal_logged;
-				if (t)
-					t->cpu_refusal_logged = true;
-				pthread_mutex_unlock(&a->lock);
-				if (first)
-					a->attach_errors++;
-				if (first && !coll_is_unavailable(a, COLL_CPU))
-					pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid,
-						r->comm, strerror(-e));
-			} else if (e < 0 && e != -ESRCH) {
-				a->attach_errors++;
-				pp_warn("cpu: cannot sample pid %d (%s): %s", r->pid, r->comm,
-					strerror(-e));
+				refusal[c] = true;
+				refused[c] = e;
 			}
-		}
-		if (r->offcpu)
-			off_ok = pp_offcpu__add_process(a->offcpu, r->pid) == 0;
-		if (r->heap_detach_first)
-			pp_heap_tracer__detach(a->heap, r->pid);
-		if (r->heap) {
-			int e = 0;
-			heap_ok = heap_attach(a, r->pid, r->comm, r->final_heap_try, &e);
-			if (e)
-				heap_refused = e;
 		}
 
 		pthread_mutex_lock(&a->lock);
 		struct target *t = target_find(a, r->pid);
 		if (t && t->start_time == r->start_time) {
-			t->cpu_attached |= cpu_ok;
-			t->offcpu_attached |= off_ok;
-			t->heap_attached |= heap_ok;
-			if (r->heap && !heap_ok)
-				t->heap_attempts++;
-			cpu_any |= cpu_ok;
-			heap_any |= heap_ok;
+			for (int c = 0; c < COLL__COUNT; c++) {
+				t->c[c].attached |= ok[c];
+				if (r->want[c] && !ok[c])
+					t->c[c].attempts++;
+				t->c[c].refusal_logged |= refusal[c];
+				any[c] |= ok[c];
+			}
 		} else {
 			/* It went away meanwhile: undo. */
-			struct target gone = { .pid = r->pid,
-					       .cpu_attached = cpu_ok,
-					       .offcpu_attached = off_ok,
-					       .heap_attached = heap_ok };
+			struct target gone = { .pid = r->pid };
+			for (int c = 0; c < COLL__COUNT; c++)
+				gone.c[c].attached = ok[c];
 			queue_detach(a, &gone);
 		}
 		pthread_mutex_unlock(&a->lock);
@@ -640,22 +794,18 @@ static void attach_pass(struct pp_agent *a)
 	run_pending_detaches(a);
 
 	/* A collector is refused when no target at all could be attached. */
-	if (cpu_any)
-		coll_attached(a, COLL_CPU);
-	if (heap_any)
-		coll_attached(a, COLL_HEAP);
-	if (cpu_refused || heap_refused) {
-		bool cpu_some = false, heap_some = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		if (any[c])
+			coll_attached(a, c);
+		if (!refused[c] || !a->colls[c].ops->refused)
+			continue;
+		bool some = false;
 		pthread_mutex_lock(&a->lock);
-		for (size_t i = 0; i < a->n_targets; i++) {
-			cpu_some |= a->targets[i].cpu_attached;
-			heap_some |= a->targets[i].heap_attached;
-		}
+		for (size_t i = 0; i < a->n_targets; i++)
+			some |= a->targets[i].c[c].attached;
 		pthread_mutex_unlock(&a->lock);
-		if (cpu_refused && !cpu_some)
-			coll_refused_err(a, COLL_CPU, PP_SYS_PERF_EVENT_OPEN, cpu_refused, true);
-		if (heap_refused && !heap_some)
-			heap_refused_everywhere(a, heap_refused);
+		if (!some)
+			a->colls[c].ops->refused(a, refused[c]);
 	}
 }
 
@@ -977,7 +1127,7 @@ static void discover(struct pp_agent *a)
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
 				if (t) {
-					if (!exec_changed && t->heap_attached && a->heap)
+					if (!exec_changed && t->c[COLL_HEAP].attached && a->heap)
 						heap_patch = true;
 					t->maps_hash = h;
 					t->maps_gen++;
@@ -988,7 +1138,7 @@ static void discover(struct pp_agent *a)
 						free(t->exe);
 						t->exe = strdup(info.exe);
 						/* The new image may use another allocator. */
-						t->heap_reattach = true;
+						target_execd(t);
 					}
 				}
 				pthread_mutex_unlock(&a->lock);
@@ -1379,16 +1529,6 @@ static void cpu_update_enable(struct pp_agent *a)
 	pp_cpu_sampler__enable(a->cpu, on);
 }
 
-static int poll_cpu(struct pp_agent *a, int ms)
-{
-	return pp_cpu_sampler__poll(a->cpu, ms);
-}
-
-static int poll_heap(struct pp_agent *a, int ms)
-{
-	return pp_heap_tracer__poll(a->heap, ms);
-}
-
 static bool offcpu_kind(enum pp_profile_kind kind)
 {
 	return kind == PP_PROFILE_BLOCK || kind == PP_PROFILE_MUTEX ||
@@ -1422,19 +1562,23 @@ static void offcpu_update(struct pp_agent *a)
 		pp_dbg("offcpu: tracing %s", on ? "on" : "off");
 }
 
-static int poll_offcpu(struct pp_agent *a, int ms)
+static int offcpu_poll(void *ctx, int ms)
 {
+	struct pp_agent *a = ctx;
 	offcpu_update(a);
 	return pp_offcpu__poll(a->offcpu, ms);
 }
 
-/* The loop of one collector's thread: poll (callbacks run here), and drop
- * the unwinders of exited processes when targets exit. */
-static void collector_loop(struct pp_agent *a, int (*poll)(struct pp_agent *a, int ms))
+/* The thread of one collector: poll (callbacks run here), and drop the
+ * unwinders of exited processes when targets exit. */
+static void *collector_main(void *arg)
 {
+	struct collector *co = arg;
+	struct pp_agent *a = co->a;
 	unsigned seen = atomic_load(&a->exits_gen);
+
 	while (!atomic_load(&a->stop)) {
-		int r = poll(a, 100);
+		int r = co->ops->poll(a, 100);
 		if (r < 0 && r != -EINTR)
 			sleep_ms(100);
 		if (atomic_load(&a->exits_gen) != seen) {
@@ -1442,23 +1586,6 @@ static void collector_loop(struct pp_agent *a, int (*poll)(struct pp_agent *a, i
 			unw_sweep(a);
 		}
 	}
-}
-
-static void *cpu_main(void *arg)
-{
-	collector_loop(arg, poll_cpu);
-	return NULL;
-}
-
-static void *heap_main(void *arg)
-{
-	collector_loop(arg, poll_heap);
-	return NULL;
-}
-
-static void *offcpu_main(void *arg)
-{
-	collector_loop(arg, poll_offcpu);
 	return NULL;
 }
 
@@ -1475,30 +1602,6 @@ static size_t group_pids(struct pp_agent *a, int group, pid_t *out, size_t max)
 	return n;
 }
 
-static const char *state_name(char s)
-{
-	switch (s) {
-	case 'R':
-		return "running";
-	case 'S':
-		return "sleeping";
-	case 'D':
-		return "disk sleep";
-	case 'T':
-		return "stopped";
-	case 't':
-		return "tracing stop";
-	case 'Z':
-		return "zombie";
-	case 'X':
-		return "dead";
-	case 'I':
-		return "idle";
-	default:
-		return "unknown";
-	}
-}
-
 static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *maps,
 			const uint64_t *pcs, size_t n, struct pp_buf *out)
 {
@@ -1512,20 +1615,7 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 				     : pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr,
 							      &res)) == 0 &&
 			     res.n > 0;
-		if (!ok) {
-			pp_buf_printf(out, "0x%" PRIx64 "\n\t?\n", addr);
-		} else {
-			for (size_t f = 0; f < res.n; f++) {
-				const struct pp_sym_frame *fr = &res.frames[f];
-				pp_buf_printf(out, "%s(...)\n", fr->function);
-				if (fr->file)
-					pp_buf_printf(out, "\t%s:%u pc=0x%" PRIx64 "\n", fr->file,
-						      fr->line, addr);
-				else
-					pp_buf_printf(out, "\t%s pc=0x%" PRIx64 "\n",
-						      m->path ? m->path : "?", addr);
-			}
-		}
+		pp_present__dump_frame(out, addr, ok ? &res : NULL, ok ? m->path : NULL);
 		pp_sym_result__free(&res);
 	}
 }
@@ -1594,10 +1684,7 @@ static int dump_limited(struct pp_agent *a, int group, struct pp_buf *out, uint6
 		return 0;
 	if (!sc || !sc->dump_text.len)
 		return -EAGAIN;
-	pp_buf_printf(out,
-		      "# the last dump, taken %.3f s ago: dumps are at most one per %u ms "
-		      "(threads.min_interval_ms)\n",
-		      (double)(now - sc->dump_text_ns) / 1e9, a->cfg->threads.min_interval_ms);
+	pp_present__dump_repeat(out, now - sc->dump_text_ns, a->cfg->threads.min_interval_ms);
 	return pp_buf_append(out, sc->dump_text.data, sc->dump_text.len);
 }
 
@@ -1635,23 +1722,17 @@ static void dump_thread(void *ctx, struct pp_thread_snap *t)
 		pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, dc->pid, t->tid, dc->pcs, n);
 	if (!out)
 		return;
-	pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, ", t->tid, t->name,
-		      state_name(t->state), t->wchan[0] ? ", wchan " : "", t->wchan,
-		      (double)t->cpu_time_ns / 1e9);
-	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
-		      t->voluntary_switches, t->nonvoluntary_switches);
-	if (!t->captured)
-		pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
-	else
+	pp_present__dump_thread(out, t);
+	if (t->captured)
 		dump_frames(a, dc->pid, &dc->maps, dc->pcs, n, out);
-	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
+	pp_present__dump_thread_end(out, t->pause_ns);
 }
 
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 {
 	if (!a->cfg->threads.enabled) {
 		if (out)
-			pp_buf_puts(out, "thread dumps are disabled (threads.enabled: false)\n");
+			pp_present__dump_disabled(out);
 		else
 			pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 		return 0;
@@ -1707,8 +1788,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		if (out) {
 			struct pp_proc_info info = { 0 };
 			pp_proc__read_info(pids[p], &info);
-			pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pids[p],
-				      info.comm, info.exe ? info.exe : "", ns);
+			pp_present__dump_process(out, pids[p], info.comm, info.exe, ns);
 			pp_proc_info__free(&info);
 			if (body.len)
 				pp_buf_append(out, body.data, body.len);
@@ -1866,60 +1946,58 @@ static void src_release(void *ctx, enum pp_profile_kind kind, void *base)
 	}
 }
 
+/*
+ * The first max targets of group (-1: all), pid and comm, copied under
+ * a->lock; then, with no lock held, their /proc status (and the heap
+ * tracer's counters when heap is set).
+ */
+static size_t targets_present(struct pp_agent *a, int group, struct pp_present_target *v,
+			      size_t max, bool heap)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets && n < max; i++) {
+		const struct target *t = &a->targets[i];
+		if (group >= 0 && t->group != group)
+			continue;
+		v[n] = (struct pp_present_target){ .pid = t->pid };
+		memcpy(v[n].comm, t->comm, sizeof(v[n].comm));
+		n++;
+	}
+	pthread_mutex_unlock(&a->lock);
+	for (size_t i = 0; i < n; i++) {
+		v[i].have_status = pp_proc__read_status(v[i].pid, &v[i].status) == 0;
+		if (heap && a->heap)
+			v[i].have_heap =
+				pp_heap_tracer__proc_stats(a->heap, v[i].pid, &v[i].heap) == 0;
+	}
+	return n;
+}
+
 static void heap_comments(struct pp_agent *a, int group, char ***ret, size_t *ret_n)
 {
-	pid_t pids[64];
-	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
-	char **c = calloc(np * 3 + 4, sizeof(*c));
-	size_t n = 0;
-	if (!c) {
-		*ret = NULL;
-		*ret_n = 0;
+	struct pp_present_target *tv = calloc(64, sizeof(*tv));
+	struct pp_heap_comment_stats hc = {
+		.disabled_reason = a->heap_disabled_reason,
+		.have_heap = a->heap,
+		.sample_rate = a->cfg->heap.sample_rate,
+		.targets = tv,
+	};
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!tv)
 		return;
-	}
-	if (a->heap_disabled_reason[0])
-		c[n++] = strfmt("heap tracing disabled: %s", a->heap_disabled_reason);
 	if (a->heap) {
-		struct pp_heap_stats hs;
-		pp_heap_tracer__stats(a->heap, &hs);
 		struct pp_store_stats ss;
+		pp_heap_tracer__stats(a->heap, &hc.heap);
 		pp_store__stats(a->store, &ss);
-		c[n++] = strfmt("podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
-				" live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
-				" stack_read_errors=%" PRIu64,
-				a->cfg->heap.sample_rate, hs.ringbuf_drops, hs.live_table_full,
-				ss.dropped_live, hs.stack_read_errors);
+		hc.store_dropped_live = ss.dropped_live;
 	}
-	for (size_t i = 0; i < np; i++) {
-		struct pp_proc_status ps = { 0 };
-		struct pp_heap_proc_stats ht = { 0 };
-		if (pp_proc__read_status(pids[i], &ps) < 0)
-			continue;
-		if (a->heap)
-			pp_heap_tracer__proc_stats(a->heap, pids[i], &ht);
-		c[n++] = strfmt("pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
-				" alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64
-				"kB VMS=%" PRIu64 "kB HWM=%" PRIu64 "kB Data=%" PRIu64
-				"kB Stack=%" PRIu64 "kB Locked=%" PRIu64 "kB Swap=%" PRIu64 "kB",
-				pids[i], ht.allocator[0] ? ht.allocator : "none", ht.mallocs,
-				ht.frees, ht.alloc_bytes, ht.est_overhead_percent,
-				ht.paused ? " (paused: over budget)" : "", ps.vm_rss_kb,
-				ps.vm_size_kb, ps.vm_hwm_kb, ps.vm_data_kb, ps.vm_stk_kb,
-				ps.vm_lck_kb, ps.vm_swap_kb);
-		if (ht.injected)
-			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
-					"modules "
-					"(%s), pause %.2f ms",
-					pids[i], ht.agent_reused ? " reused" : "", ht.inject_slots,
-					ht.inject_modules, ht.coverage,
-					(double)ht.inject_pause_ns / 1e6);
-		else if (ht.allocator[0])
-			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", pids[i],
-					ht.mode_reason[0] ? "; not injected: " : "",
-					ht.mode_reason);
-	}
-	*ret = c;
-	*ret_n = n;
+	hc.n_targets = targets_present(a, group, tv, 64, true);
+	pp_present__heap_comments(&hc, ret, ret_n);
+	free(tv);
 }
 
 /* The end of a CPU window: every sample taken inside it delivered, and
@@ -1938,21 +2016,10 @@ static void cpu_comments(struct pp_agent *a, const struct pp_cpu_stats *begin, c
 		pp_warn("cpu: samples of the window's last moments still queued after 5 s");
 	pp_cpu_sampler__stats(a->cpu, &now);
 	uint64_t got = now.samples - begin->samples, lost = now.lost - begin->lost;
-	uint64_t nostack = now.stack_errors - begin->stack_errors;
-	uint64_t adopt = now.adopt_errors - begin->adopt_errors;
 	c = calloc(2, sizeof(*c));
 	if (!c)
 		return;
-	c[n++] = strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
-			"%llu taken but still queued at the end, "
-			"%llu taken before the start but delivered in the window, "
-			"%llu without user stack, %llu children not tracked, "
-			"%llu of %llu CPUs not sampled (event refused)",
-			(unsigned long long)got, (unsigned long long)lost,
-			(unsigned long long)now.queued, (unsigned long long)begin->queued,
-			(unsigned long long)nostack, (unsigned long long)adopt,
-			(unsigned long long)now.open_errors,
-			(unsigned long long)(now.open_errors + now.events_open));
+	c[n++] = pp_present__cpu_comment(begin, &now);
 	if (lost * 100 > (got + lost) * 2)
 		pp_warn("cpu: a window lost %llu of %llu samples (ring buffer full: the CPU "
 			"thread fell behind)",
@@ -2046,288 +2113,76 @@ static uint64_t self_rss_kb(void)
 	return ps.vm_rss_kb;
 }
 
-/* A Prometheus label value: backslash, double quote and newline escaped. */
-static void put_label(struct pp_buf *o, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			pp_buf_printf(o, "\\%c", *v);
-		else if (*v == '\n')
-			pp_buf_puts(o, "\\n");
-		else
-			pp_buf_append(o, v, 1);
-	}
-}
-
-static void collector_metrics(struct pp_agent *a, struct pp_buf *o);
+static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t max);
 
 /* /metrics text. Locks: a->lock (copies of the target list only; the
- * targets' /proc files are read after it is released), the store's,
- * sampler's, heap tracer's, off-CPU tracer's and symbolizer's stats locks
- * one at a time (counters copied, no file I/O), a->state_lock. */
+ * targets' /proc files are read after it is released), unw_lock, the
+ * store's, sampler's, heap tracer's, off-CPU tracer's and symbolizer's
+ * stats locks one at a time (counters copied, no file I/O),
+ * a->state_lock. Formatted with none held (http/present.c). */
 static int src_metrics(void *ctx, struct pp_buf *o)
 {
 	struct source_ctx *sc = ctx;
 	struct pp_agent *a = sc->a;
-	struct pp_store_stats ss;
+	struct pp_http_collector colls[COLL__COUNT];
 	struct rusage ru;
+	struct pp_metrics *m = calloc(1, sizeof(*m));
+	struct pp_present_target *tv = calloc(256, sizeof(*tv));
 
-	pp_store__stats(a->store, &ss);
+	if (!m || !tv) {
+		free(m);
+		free(tv);
+		return -ENOMEM;
+	}
+	pp_store__stats(a->store, &m->store);
 	getrusage(RUSAGE_SELF, &ru);
-	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	pp_buf_printf(o,
-		      "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info "
-		      "gauge\n"
-		      "podprof_build_info{version=\"%s\"} 1\n",
-		      PODPROF_VERSION);
-	pp_buf_printf(o, "# TYPE podprof_uptime_seconds gauge\npodprof_uptime_seconds %.3f\n",
-		      (double)(pp_now_mono_ns() - a->start_ns) / 1e9);
-	pp_buf_printf(o,
-		      "# TYPE podprof_process_cpu_seconds_total counter\n"
-		      "podprof_process_cpu_seconds_total %.3f\n",
-		      cpu);
-	pp_buf_printf(o,
-		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
-		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
-		      self_rss_kb() * 1024);
-	/* Under a->lock only copies; /proc is read after it is dropped. */
-	struct {
-		pid_t pid;
-		char comm[16];
-	} tv[256];
-	size_t nt, ntv = 0;
-	int windows;
+	m->version = PODPROF_VERSION;
+	m->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	m->uptime_seconds = (double)(pp_now_mono_ns() - a->start_ns) / 1e9;
+	m->rss_bytes = self_rss_kb() * 1024;
 	pthread_mutex_lock(&a->lock);
-	nt = a->n_targets;
-	windows = a->cpu_windows;
-	for (; ntv < a->n_targets && ntv < ARRAY_SIZE(tv); ntv++) {
-		tv[ntv].pid = a->targets[ntv].pid;
-		memcpy(tv[ntv].comm, a->targets[ntv].comm, sizeof(tv[ntv].comm));
-	}
+	m->n_targets = a->n_targets;
+	m->cpu_windows = a->cpu_windows;
 	pthread_mutex_unlock(&a->lock);
-	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", nt);
-	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
-		      windows);
-	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
-		      pp_offcpu__enabled(a->offcpu) ? 1 : 0);
-	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
-	for (size_t i = 0; i < ntv; i++) {
-		struct pp_proc_status ps = { 0 };
-		if (pp_proc__read_status(tv[i].pid, &ps) == 0) {
-			/* the comm is the target's to choose: escaped */
-			pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"",
-				      tv[i].pid);
-			put_label(o, tv[i].comm);
-			pp_buf_printf(o, "\"} %" PRIu64 "\n", ps.vm_rss_kb * 1024);
-		}
-	}
-#define C(name, help, val)                                                     \
-	pp_buf_printf(o,                                                       \
-		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
-		      " counter\npodprof_" name " %" PRIu64 "\n",              \
-		      (uint64_t)(val))
-#define G(name, help, val)                                                     \
-	pp_buf_printf(o,                                                       \
-		      "# HELP podprof_" name " " help "\n# TYPE podprof_" name \
-		      " gauge\npodprof_" name " %" PRIu64 "\n",                \
-		      (uint64_t)(val))
-	C("cpu_samples_total", "CPU samples received.", a->samples);
-	C("unwinds_total", "Stacks unwound.", a->unwinds);
+	m->targets = tv;
+	m->n_listed = targets_present(a, -1, tv, 256, false);
+	m->agent = (struct pp_agent_counters){
+		.samples = a->samples,
+		.unwinds = a->unwinds,
+		.unwinds_complete = a->unwinds_complete,
+		.unwind_truncated = a->unwind_truncated,
+		.unwind_errors = a->unwind_errors,
+		.attach_errors = a->attach_errors,
+		.target_read_errors = a->target_read_errors,
+		.heap_events = a->heap_events,
+		.offcpu_events = a->offcpu_events,
+	};
 	pthread_mutex_lock(&a->unw_lock);
-	size_t n_unw = a->unw.n;
+	m->agent.unwinders = a->unw.n;
 	pthread_mutex_unlock(&a->unw_lock);
-	G("unwinders", "Per-process unwinders held (one per live target).", n_unw);
-	C("unwinds_complete_total", "Stacks unwound to the thread's root.", a->unwinds_complete);
-	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).", a->unwind_truncated);
-	C("unwind_errors_total", "Unwind failures.", a->unwind_errors);
-	C("attach_errors_total", "Failed attachments to targets.", a->attach_errors);
-	C("target_read_errors_total",
-	  "Reads of /proc that failed for podprof's own reasons (EMFILE, ENOMEM), "
-	  "not because the process exited.",
-	  a->target_read_errors);
-	C("heap_events_total", "Heap events received.", a->heap_events);
-	C("offcpu_events_total", "Off-CPU events received.", a->offcpu_events);
-	C("thread_snapshots_total", "Thread snapshots taken.", a->snapshots);
-	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.",
-	  a->snapshot_pause_ns_max);
-	pp_buf_printf(o,
-		      "# HELP podprof_thread_dumps_refused_total Thread dumps or threads not "
-		      "taken, by reason: rate_limit (threads.min_interval_ms; the last dump was "
-		      "served), deadline (threads not stopped after threads.dump_timeout_ms).\n"
-		      "# TYPE podprof_thread_dumps_refused_total counter\n"
-		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
-		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
-		      (uint64_t)a->dumps_limited, (uint64_t)a->dump_deadline_threads);
-	G("store_stacks", "Distinct stacks held.", ss.stacks);
-	G("store_locations", "Distinct locations held.", ss.locations);
-	G("store_live_allocations", "Sampled live allocations tracked.", ss.live_entries);
-	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
-	  ss.dropped_stacks);
-	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.",
-	  ss.dropped_live);
-	G("store_processes", "Processes alive in the store.", ss.procs);
-	G("store_processes_held", "Processes held: alive, or exited and not yet released.",
-	  ss.procs_held);
-	C("store_dropped_procs_total", "Processes not profiled: the processes cap was reached.",
-	  ss.dropped_procs);
-	C("store_dropped_locations_total", "Samples dropped: the locations cap was reached.",
-	  ss.dropped_locations);
-	C("store_released_procs_total", "Exited processes whose data was released.",
-	  ss.released_procs);
-	C("store_unknown_frees_total", "Frees of untracked addresses.", ss.unknown_frees);
-	C("store_heap_samples_total", "Sampled allocations stored.", ss.heap_samples);
-	C("store_cpu_samples_total", "CPU samples stored.", ss.cpu_samples);
-	C("maps_truncated_total",
-	  "Reads of a target's /proc/PID/maps cut at 65536 entries or 16 MiB (mappings past "
-	  "the cut are left out).",
-	  pp_maps__truncated_total());
-	if (a->cpu) {
-		struct pp_cpu_stats cs;
-		pp_cpu_sampler__stats(a->cpu, &cs);
-		C("cpu_lost_samples_total",
-		  "Target CPU samples taken but not delivered (ring buffer full, malformed).",
-		  cs.lost);
-		C("cpu_stack_errors_total", "CPU samples whose user stack could not be read.",
-		  cs.stack_errors);
-		C("cpu_adopted_children_total", "Children of targets adopted by the CPU sampler.",
-		  cs.adopted);
-		C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
-		  cs.adopt_errors);
-		C("cpu_exited_targets_total",
-		  "Targets the CPU sampler stopped sampling in the kernel as their last thread "
-		  "exited (so a process reusing the pid is not sampled).",
-		  cs.exited);
-		G("cpu_events_open", "Per-CPU perf events open.", cs.events_open);
-		G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
-		  cs.open_errors);
-		G("cpu_sampled_processes", "Processes the CPU sampler samples.", cs.targets);
-	}
-	if (a->heap) {
-		struct pp_heap_stats hs;
-		pp_heap_tracer__stats(a->heap, &hs);
-		C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.",
-		  hs.ringbuf_drops);
-		C("heap_live_table_full_total",
-		  "Sampled allocations not tracked: BPF live table full.", hs.live_table_full);
-		C("heap_stack_read_errors_total", "Heap stack copies that failed.",
-		  hs.stack_read_errors);
-		C("heap_attach_errors_total", "Heap tracer attach failures.", hs.attach_errors);
-		C("heap_frees_deferred_total",
-		  "Frees that found the ring buffer full, delivered later from a side table.",
-		  hs.frees_deferred);
-		C("heap_frees_lost_total",
-		  "Frees lost (ring buffer and side table full): their allocations stay live.",
-		  hs.frees_lost);
-		/* Not under a->lock: the heap tracer's lock is taken inside. */
-		pid_t pids[256];
-		size_t np = group_pids(a, -1, pids, ARRAY_SIZE(pids));
-		pp_buf_printf(o, "# TYPE podprof_heap_overhead_percent gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0)
-				pp_buf_printf(o,
-					      "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%"
-					      "d\"} %.3f\n",
-					      pids[i], ps.paused, ps.est_overhead_percent);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_injected 1 when a process's allocations are "
-				 "seen through the injected agent, 0 on the uprobe path (reason).\n"
-				 "# TYPE podprof_heap_injected gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			char reason[160];
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
-				continue;
-			snprintf(reason, sizeof(reason), "%s", ps.mode_reason);
-			for (char *q = reason; *q; q++)
-				if (*q == '"' || *q == '\\' || *q == '\n')
-					*q = '\'';
-			pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n",
-				      pids[i], reason, ps.injected);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a "
-				 "target "
-				 "thread while injecting.\n"
-				 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) == 0 && ps.injected)
-				pp_buf_printf(o,
-					      "podprof_heap_inject_pause_seconds{pid=\"%d\"} "
-					      "%.6f\n",
-					      pids[i], (double)ps.inject_pause_ns / 1e9);
-		}
-		pp_buf_printf(o, "# HELP podprof_heap_calls_total Allocator calls counted "
-				 "(agent: every call through a redirected slot; uprobe "
-				 "path: every probe hit).\n"
-				 "# TYPE podprof_heap_calls_total counter\n");
-		for (size_t i = 0; i < np; i++) {
-			struct pp_heap_proc_stats ps;
-			if (pp_heap_tracer__proc_stats(a->heap, pids[i], &ps) < 0)
-				continue;
-			pp_buf_printf(o,
-				      "podprof_heap_calls_total{pid=\"%d\",kind=\"alloc\"} %" PRIu64
-				      "\npodprof_heap_calls_total{pid=\"%d\",kind=\"free\"} "
-				      "%" PRIu64 "\n",
-				      pids[i], ps.mallocs, pids[i], ps.frees);
-		}
-	}
-	if (a->offcpu) {
-		struct pp_offcpu_stats os;
-		pp_offcpu__stats(a->offcpu, &os);
-		C("offcpu_drops_total", "Off-CPU events dropped.", os.drops);
-		C("offcpu_exited_targets_total",
-		  "Targets the off-CPU collector stopped recording in the kernel as their last "
-		  "thread exited.",
-		  os.exited);
-	}
-	struct pp_symbolizer_stats sy;
+	m->maps_truncated = pp_maps__truncated_total();
+	for (int c = 0; c < COLL__COUNT; c++)
+		if (a->colls[c].ops->stats)
+			a->colls[c].ops->stats(a, m);
 	struct pp_symiso_stats is;
-	sym_stats(a, &sy, &is);
-	G("symbol_cache_bytes", "Symbol cache size.", sy.cache_bytes);
-	if (a->iso) {
-		C("symbolizer_restarts_total",
-		  "Symbolizer helper processes started again after one died, hung or recycled.",
-		  is.restarts);
-		C("symbolizer_crashes_total", "Symbolizer helpers that died or were killed.",
-		  is.crashes);
-		C("symbolizer_timeouts_total",
-		  "Symbolization requests past symbolizer.timeout_ms: the helper was killed.",
-		  is.timeouts);
-		C("symbolizer_files_refused_total",
-		  "Files (or perf maps) that hung or killed the helper: never sent again.",
-		  is.files_refused);
-		C("symbolizer_requests_total", "Requests answered by the symbolizer helper.",
-		  is.requests);
-		C("symbolizer_requests_lost_total",
-		  "Locations named file+offset: their file was refused or the helper was down.",
-		  is.requests_refused);
-	}
-	C("symbol_files_failed_total", "Files that could not be symbolized.", sy.files_failed);
-	C("symbol_dwarf_refused_total",
-	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
-	  "headers): symbols only.",
-	  sy.dwarf_refused);
-	C("symbol_names_bounded_total",
-	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
-	  sy.names_bounded);
-	C("unwind_debug_refused_total",
-	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
-	  pp_unwind_debug_refused());
-	C("unwind_fd_budget_total",
-	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
-	  pp_unwind_fd_budget_hits());
-	C("sigbus_repaired_total",
-	  "Reads of a target file truncated under podprof, answered with zeros.",
-	  pp_sigbus_guard_repaired());
-	C("perf_map_reloads_deferred_total",
-	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
-	  "second.",
-	  sy.jit_reloads_deferred);
-	collector_metrics(a, o);
-#undef C
-#undef G
+	sym_stats(a, &m->sym, &is);
+	m->symiso = a->iso != NULL;
+	m->symiso_restarts = is.restarts;
+	m->symiso_crashes = is.crashes;
+	m->symiso_timeouts = is.timeouts;
+	m->symiso_files_refused = is.files_refused;
+	m->symiso_requests = is.requests;
+	m->symiso_requests_lost = is.requests_refused;
+	m->unwind_debug_refused = pp_unwind_debug_refused();
+	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
+	m->sigbus_repaired = pp_sigbus_guard_repaired();
+	m->n_colls = src_collectors(sc, colls, ARRAY_SIZE(colls));
+	m->colls = colls;
+
+	pp_present__metrics(m, o);
+	free(tv);
+	free(m);
 	return 0;
 }
 
@@ -2366,35 +2221,13 @@ static size_t src_collectors(void *ctx, struct pp_http_collector *ret, size_t ma
 	size_t n = 0;
 	pthread_mutex_lock(&a->state_lock);
 	for (int c = 0; c < COLL__COUNT && n < max; c++, n++) {
-		ret[n].name = coll_names[c];
-		ret[n].profiles = coll_profiles[c];
+		ret[n].name = coll_ops[c]->name;
+		ret[n].profiles = coll_ops[c]->profiles;
 		ret[n].state = coll_state_names[a->coll[c].state];
 		snprintf(ret[n].reason, sizeof(ret[n].reason), "%s", a->coll[c].reason);
 	}
 	pthread_mutex_unlock(&a->state_lock);
 	return n;
-}
-
-/* A Prometheus label value: backslash, quote and newline escaped. */
-
-static void collector_metrics(struct pp_agent *a, struct pp_buf *o)
-{
-	pp_buf_puts(o, "# HELP podprof_collector_up 1 when the collector works, 0 when the kernel "
-		       "refused what it needs or the config disabled it.\n"
-		       "# TYPE podprof_collector_up gauge\n");
-	pthread_mutex_lock(&a->state_lock);
-	for (int c = 0; c < COLL__COUNT; c++)
-		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", coll_names[c],
-			      a->coll[c].state == CS_OK);
-	pp_buf_puts(o, "# HELP podprof_collector_state The collector's state (ok, disabled, "
-		       "unavailable) and why.\n# TYPE podprof_collector_state gauge\n");
-	for (int c = 0; c < COLL__COUNT; c++) {
-		pp_buf_printf(o, "podprof_collector_state{collector=\"%s\",state=\"%s\",reason=\"",
-			      coll_names[c], coll_state_names[a->coll[c].state]);
-		put_label(o, a->coll[c].reason);
-		pp_buf_puts(o, "\"} 1\n");
-	}
-	pthread_mutex_unlock(&a->state_lock);
 }
 
 const struct pp_http_source *pp_agent__source(struct pp_agent *a, int group)
@@ -2586,6 +2419,12 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 				coll_refused(a, COLL_OFFCPU, a->offcpu_disabled_reason, false);
 		}
 	}
+	for (int c = 0; c < COLL__COUNT; c++)
+		a->colls[c] = (struct collector){ .a = a, .id = c, .ops = coll_ops[c] };
+	a->colls[COLL_CPU].present = a->cpu;
+	a->colls[COLL_HEAP].present = a->heap;
+	a->colls[COLL_OFFCPU].present = a->offcpu;
+	a->colls[COLL_THREADS].present = a->cfg->threads.enabled;
 	return a;
 }
 
@@ -2628,17 +2467,15 @@ int pp_agent__start(struct pp_agent *a)
 	 * the first kernel frame (off the sample path), not here: without a
 	 * CPU or off-CPU window its ~4 MiB are never needed. */
 	discover(a);
-	if (a->cpu) {
-		cpu_update_enable(a);
-		if (pthread_create(&a->th_cpu, NULL, cpu_main, a) == 0)
-			a->th_started[1] = true;
+	cpu_update_enable(a);
+	for (int c = 0; c < COLL__COUNT; c++) {
+		struct collector *co = &a->colls[c];
+		if (co->present && co->ops->poll &&
+		    pthread_create(&co->th, NULL, collector_main, co) == 0)
+			co->th_started = true;
 	}
-	if (a->heap && pthread_create(&a->th_heap, NULL, heap_main, a) == 0)
-		a->th_started[2] = true;
-	if (a->offcpu && pthread_create(&a->th_offcpu, NULL, offcpu_main, a) == 0)
-		a->th_started[3] = true;
 	if (pthread_create(&a->th_discovery, NULL, discovery_main, a) == 0)
-		a->th_started[0] = true;
+		a->th_discovery_started = true;
 	if (!a->opts.serve)
 		return 0;
 	r = start_server(a, a->cfg->listen, -1, NULL);
@@ -2680,15 +2517,14 @@ void pp_agent__stop(struct pp_agent *a)
 	for (size_t i = 0; i < a->n_servers; i++)
 		pp_http_server__stop(a->servers[i]);
 	a->n_servers = 0;
-	if (a->th_started[0])
+	if (a->th_discovery_started)
 		pthread_join(a->th_discovery, NULL);
-	if (a->th_started[1])
-		pthread_join(a->th_cpu, NULL);
-	if (a->th_started[2])
-		pthread_join(a->th_heap, NULL);
-	if (a->th_started[3])
-		pthread_join(a->th_offcpu, NULL);
-	memset(a->th_started, 0, sizeof(a->th_started));
+	a->th_discovery_started = false;
+	for (int c = 0; c < COLL__COUNT; c++) {
+		if (a->colls[c].th_started)
+			pthread_join(a->colls[c].th, NULL);
+		a->colls[c].th_started = false;
+	}
 }
 
 void pp_agent__free(struct pp_agent *a)

@@ -2,8 +2,11 @@
 /*
  * The agent ties the collectors together: it discovers target processes
  * from the config's selectors, attaches the CPU sampler, heap tracer and
- * off-CPU tracer to them, unwinds what they report into the profile store,
- * and serves the store over HTTP (one server per listen address).
+ * off-CPU tracer to them through one interface (collector.h, which also
+ * gives the lock order), unwinds what they report into the profile store,
+ * and serves the store over HTTP (one server per listen address). What the
+ * servers show beside profiles (/metrics, thread dump text, comments) is
+ * formatted by http/present.c from counters the agent copies.
  *
  * Threads: discovery, one poll thread per collector, the HTTP workers.
  * Every pp_agent__* function is thread-safe.

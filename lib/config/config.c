@@ -150,7 +150,7 @@ static const struct key_def config_keys[] = {
 	  .max = GIB,
 	  .sizes = true },
 	U("heap.max_live", heap.max_live, 16, 16777216),
-	U("heap.ring_mib", heap.ring_mib, 1, 256),
+	U("heap.ring_mib", heap.ring_mib, 0, 256),
 	{ .key = "heap.budget_percent",
 	  .type = K_DOUBLE,
 	  .off = OFF(heap.budget_percent),
@@ -1462,7 +1462,7 @@ struct pp_config *pp_config__new_default(void)
 	c->heap.enabled = true;
 	c->heap.sample_rate = 524288;
 	c->heap.max_live = 65536;
-	c->heap.ring_mib = 16;
+	c->heap.ring_mib = 0; /* from the sample rate */
 	c->heap.budget_percent = 5;
 	c->heap.over_budget = PP_HEAP_POLICY_AUTO;
 	c->heap.mode = PP_HEAP_MODE_AUTO;

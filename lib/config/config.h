@@ -79,7 +79,7 @@ struct pp_config {
 		bool enabled; /* default true */
 		uint64_t sample_rate; /* mean bytes between samples, default 524288; 1 = every allocation */
 		unsigned max_live; /* sampled live allocations tracked, default 65536 (16..16777216) */
-		unsigned ring_mib; /* BPF ring buffer of heap events, default 4 (1..256, a power of two) */
+		unsigned ring_mib; /* BPF ring of heap events in MiB, 0..256; 0 (default): from the rate */
 		double budget_percent; /* overhead budget in % of one CPU, default 5 (0.1..100) */
 		enum pp_heap_policy over_budget; /* "auto" (default), "warn" or "pause" */
 		enum pp_heap_mode mode; /* "auto" (default), "inject", "uprobe", "off" */

@@ -103,12 +103,18 @@ static void exp_table_fill(volatile uint32_t *t)
 }
 
 /* A power of two of at least a page (the kernel's rule for ring buffers), at most 1 GiB. */
-static uint32_t ring_size(unsigned bytes)
+uint32_t pp_heap_ring_size(unsigned bytes, uint64_t sample_rate)
 {
 	uint32_t v = 4096;
 
-	if (!bytes)
-		bytes = 16u << 20;
+	if (!bytes) {
+		/* A quarter second of a 1 GiB/s allocation burst, at about
+		 * 4 KiB an event (registers and the used part of the stack):
+		 * 2^28 / rate events, 2^40 / rate bytes, between 4 and 16 MiB.
+		 * The default rate (512 KiB) gets 4 MiB; 64 KiB or less 16. */
+		uint64_t want = sample_rate ? (1ull << 40) / sample_rate : UINT64_MAX;
+		bytes = (unsigned)PP_MAX(PP_MIN(want, 16ull << 20), 4ull << 20);
+	}
 	while (v < bytes && v < (1u << 30))
 		v <<= 1;
 	return v;
@@ -131,7 +137,8 @@ static int open_load(struct pp_heap_tracer *t, bool with_session)
 	exp_table_fill(s->rodata->exp_table);
 	bpf_map__set_max_entries(s->maps.live, PP_MAX(t->opts.max_live, 16u));
 	bpf_map__set_max_entries(s->maps.scratch, (uint32_t)t->ncpus);
-	bpf_map__set_max_entries(s->maps.rb, ring_size(t->opts.ring_bytes));
+	bpf_map__set_max_entries(s->maps.rb,
+				 pp_heap_ring_size(t->opts.ring_bytes, t->opts.sample_rate));
 	if (with_session) {
 		bpf_program__set_expected_attach_type(s->progs.heap_session,
 						      (enum bpf_attach_type)ATTACH_UPROBE_SESSION);

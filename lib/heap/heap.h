@@ -45,8 +45,14 @@ struct pp_heap_opts {
 	enum pp_heap_policy over_budget;
 	bool no_session; /* appended: never try the uprobe session (tests, diagnostics) */
 	enum pp_heap_mode mode; /* appended: auto (default), inject, uprobe (off: never attach) */
-	unsigned ring_bytes; /* appended: BPF ring buffer size, rounded up to a power of two; 0 = 16 MiB */
+	unsigned ring_bytes; /* appended: BPF ring buffer size, rounded up to a power of two; 0 = from
+			      * the sample rate (pp_heap_ring_size) */
 };
+
+/* The heap ring's size in bytes: bytes rounded up to a power of two, or,
+ * for 0, derived from the sample rate (4 MiB at the default 512 KiB, 16 MiB
+ * at 64 KiB and below). */
+uint32_t pp_heap_ring_size(unsigned bytes, uint64_t sample_rate);
 
 struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_heap_event_fn fn,
 					   void *ctx);

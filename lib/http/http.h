@@ -17,22 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/profkind.h"
 #include "util/util.h"
-
-enum pp_profile_kind {
-	PP_PROFILE_CPU = 0, /* "profile" */
-	PP_PROFILE_HEAP, /* "heap" */
-	PP_PROFILE_ALLOCS, /* "allocs" */
-	PP_PROFILE_GOROUTINE, /* "goroutine" */
-	PP_PROFILE_THREADCREATE, /* "threadcreate" */
-	PP_PROFILE_BLOCK, /* "block" */
-	PP_PROFILE_MUTEX, /* "mutex" */
-	PP_PROFILE__COUNT
-};
-
-const char *pp_profile_kind__name(enum pp_profile_kind k);
-/* -1 if unknown */
-int pp_profile_kind__from_name(const char *name);
 
 /* A collector's state, for the index page. */
 struct pp_http_collector {

@@ -1,39 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The pure parts of the HTTP module: listen addresses, query strings (Go's
- * url.ParseQuery rules), /symbol requests (Go's strconv.ParseUint(w, 0, 64))
- * and profile kind names. No I/O, no logging; safe from any thread.
+ * url.ParseQuery rules) and /symbol requests (Go's strconv.ParseUint(w, 0,
+ * 64)); the profile kind names are in util/profkind.c. No I/O, no
+ * logging; safe from any thread.
  */
 #include <string.h>
 
 #include "http.h"
-
-static const char *const kind_names[PP_PROFILE__COUNT] = {
-	[PP_PROFILE_CPU] = "profile",
-	[PP_PROFILE_HEAP] = "heap",
-	[PP_PROFILE_ALLOCS] = "allocs",
-	[PP_PROFILE_GOROUTINE] = "goroutine",
-	[PP_PROFILE_THREADCREATE] = "threadcreate",
-	[PP_PROFILE_BLOCK] = "block",
-	[PP_PROFILE_MUTEX] = "mutex",
-};
-
-const char *pp_profile_kind__name(enum pp_profile_kind k)
-{
-	if ((unsigned)k >= PP_PROFILE__COUNT)
-		return NULL;
-	return kind_names[k];
-}
-
-int pp_profile_kind__from_name(const char *name)
-{
-	if (!name)
-		return -1;
-	for (int i = 0; i < PP_PROFILE__COUNT; i++)
-		if (strcmp(kind_names[i], name) == 0)
-			return i;
-	return -1;
-}
 
 /* Decimal port, 0..65535, digits only. */
 static int parse_port(const char *s, unsigned *ret)

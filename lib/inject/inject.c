@@ -356,23 +356,20 @@ static uint64_t resume(struct stopped *s)
 	return pause;
 }
 
-/* Run one syscall in the stopped thread; *ret gets its return value. */
-static int remote_syscall(struct stopped *s, long nr, uint64_t a1, uint64_t a2, uint64_t a3,
-			  uint64_t a4, uint64_t a5, uint64_t a6, long *ret)
+/*
+ * Single-steps the stopped thread from r->rip (an agent gadget, set by the
+ * caller with the other registers) until it is len bytes further, the
+ * gadget's one instruction done. A signal that arrives meanwhile is kept for
+ * detach; a SIGSEGV on the gadget itself is ours (-EFAULT). r gets the
+ * registers after the step.
+ */
+static int step_gadget(struct stopped *s, struct user_regs_struct *r, unsigned len)
 {
-	struct user_regs_struct r = s->saved;
+	uint64_t gadget = r->rip;
 	int status, tries = 0;
 
-	r.rax = (unsigned long long)nr;
-	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
-	r.rdi = a1;
-	r.rsi = a2;
-	r.rdx = a3;
-	r.r10 = a4;
-	r.r8 = a5;
-	r.r9 = a6;
-	r.rip = s->gadget;
-	if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) < 0)
+	r->orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
+	if (ptrace(PTRACE_SETREGS, s->tid, NULL, r) < 0)
 		return -errno;
 	for (;;) {
 		int e;
@@ -384,15 +381,37 @@ static int remote_syscall(struct stopped *s, long nr, uint64_t a1, uint64_t a2, 
 			return e;
 		if (!WIFSTOPPED(status))
 			return -ESRCH;
-		if (ptrace(PTRACE_GETREGS, s->tid, NULL, &r) < 0)
+		if (ptrace(PTRACE_GETREGS, s->tid, NULL, r) < 0)
 			return -errno;
-		if (r.rip == s->gadget + 2)
-			break;
+		if (r->rip == gadget + len)
+			return 0;
+		if ((status >> 16) == 0 && WSTOPSIG(status) == SIGSEGV && r->rip == gadget)
+			return -EFAULT; /* the gadget faulted: not the program's signal */
 		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
 			s->signal = WSTOPSIG(status); /* keep it for detach */
-		if (r.rip != s->gadget || ++tries > 16)
+		if (r->rip != gadget || ++tries > 16)
 			return -EPROTO;
 	}
+}
+
+/* Run one syscall in the stopped thread; *ret gets its return value. */
+static int remote_syscall(struct stopped *s, long nr, uint64_t a1, uint64_t a2, uint64_t a3,
+			  uint64_t a4, uint64_t a5, uint64_t a6, long *ret)
+{
+	struct user_regs_struct r = s->saved;
+	int e;
+
+	r.rax = (unsigned long long)nr;
+	r.rdi = a1;
+	r.rsi = a2;
+	r.rdx = a3;
+	r.r10 = a4;
+	r.r8 = a5;
+	r.r9 = a6;
+	r.rip = s->gadget;
+	e = step_gadget(s, &r, 2); /* syscall */
+	if (e < 0)
+		return e;
 	*ret = (long)r.rax;
 	return 0;
 }
@@ -1167,35 +1186,11 @@ static int close_page(struct slot_writer *w)
 static int remote_store(struct stopped *s, uint64_t gadget, uint64_t addr, uint64_t v)
 {
 	struct user_regs_struct r = s->saved;
-	int status, tries = 0;
 
-	r.orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
 	r.rip = gadget;
 	r.rdi = addr;
 	r.rsi = v;
-	if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) < 0)
-		return -errno;
-	for (;;) {
-		int e;
-
-		if (ptrace(PTRACE_SINGLESTEP, s->tid, NULL, NULL) < 0)
-			return -errno;
-		e = wait_stop(s->tid, pp_now_mono_ns() + 2000000000ull, &status);
-		if (e < 0)
-			return e;
-		if (!WIFSTOPPED(status))
-			return -ESRCH;
-		if (ptrace(PTRACE_GETREGS, s->tid, NULL, &r) < 0)
-			return -errno;
-		if (r.rip == gadget + 3)
-			return 0;
-		if ((status >> 16) == 0 && WSTOPSIG(status) == SIGSEGV && r.rip == gadget)
-			return -EFAULT; /* our store faulted: not the program's signal */
-		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
-			s->signal = WSTOPSIG(status); /* keep it for detach */
-		if (r.rip != gadget || ++tries > 16)
-			return -EPROTO;
-	}
+	return step_gadget(s, &r, 3); /* mov %rsi,(%rdi) */
 }
 
 static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t addr, uint64_t v)

@@ -43,9 +43,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "http/http.h"
 #include "procfs/procfs.h"
 #include "symbolize/symbolize.h"
+#include "util/profkind.h"
 #include "util/util.h"
 
 struct pp_store;

@@ -79,6 +79,8 @@ class Workload:
 class Podprof:
     def __init__(self, *args, env=None, listen="127.0.0.1:0", wait_port=True, wrap=()):
         check(PODPROF and os.path.exists(PODPROF), "PODPROF not built")
+        if not wrap and os.environ.get("PP_TEST_SIDECAR_CAPS") and PODPROF == os.environ.get("PODPROF"):
+            wrap = SIDECAR_CAPS  # every podprof with only the sidecar's capabilities
         argv = list(wrap) + [PODPROF]
         if listen is not None:
             argv += ["--listen", listen]
@@ -99,7 +101,7 @@ class Podprof:
         self._t = threading.Thread(target=self._reader, daemon=True)
         self._t.start()
         if wait_port:
-            self.wait_log(r"\(port (\d+)\)", timeout=30)
+            self.wait_log(r"\(port (\d+)\)", timeout=60)  # BPF verification on a loaded machine
             self.port = self.ports[0]
 
     def _reader(self):

@@ -106,7 +106,10 @@ def test_fork_storm():
     check(m["podprof_targets"] <= 3, "targets not dropped: %s" % m["podprof_targets"])
     check(kernel_fds(pp.p.pid) <= base_fds + 2, "fd leak: %d -> %d" % (base_fds, kernel_fds(pp.p.pid)))
     check(count_fds(pp.p.pid) < 200, "%d fds open" % count_fds(pp.p.pid))
-    check("hot_a" in names(pp.profile("/debug/pprof/profile?seconds=1")), "spin after the storm not sampled")
+    # A few windows: on a loaded machine one second of the spinner may get
+    # no sample at 199 Hz.
+    check(any("hot_a" in names(pp.profile("/debug/pprof/profile?seconds=1")) for _ in range(5)),
+          "spin after the storm not sampled")
     pp.stop()
 
 

@@ -96,32 +96,47 @@ def possible_cpus():
     return n
 
 
+def bpf_mapped(pid):
+    total = 0
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s+anon_inode:bpf-map", line)
+            if m:
+                total += int(m.group(2), 16) - int(m.group(1), 16)
+    return total
+
+
 def test_bpf_rings_sized_from_rate():
-    wl, pp = start()
-    try:
-        pp.profile("/debug/pprof/profile?seconds=1")
-        total = 0
-        with open("/proc/%d/smaps" % pp.p.pid) as f:
-            for line in f:
-                m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s+anon_inode:bpf-map", line)
-                if m:
-                    total += int(m.group(2), 16) - int(m.group(1), 16)
-        # Defaults: 99 Hz, 32 KiB stacks (a record header is < 2 KiB); the
-        # CPU ring holds 250 ms at the full rate on every possible CPU, the
-        # heap ring is 16 MiB, the off-CPU ring 1 MiB. Each ring's data
-        # pages are mapped once (libbpf maps them twice); the rest is small
-        # mmapped BPF data.
-        mib = 1 << 20
-        cpu = pow2_at_least(possible_cpus() * 99 * (32768 + 2048 + 8) // 4, mib, 64 * mib)
-        cpu = min(cpu, pow2_at_least(possible_cpus() * 4 * mib, mib, 64 * mib))
-        heap = 16 * mib
+    mib = 1 << 20
+    # Defaults: 99 Hz, 32 KiB stacks (a record header is < 2 KiB); the CPU
+    # ring holds 250 ms at the full rate on every possible CPU, the off-CPU
+    # ring 1 MiB. The heap ring (heap.ring_mib 0) follows heap.sample_rate:
+    # 16 MiB at 4 KiB, 4 MiB at the default 512 KiB. Each ring's data pages
+    # are mapped once (libbpf maps them twice); the rest is small mmapped
+    # BPF data.
+    cpu = pow2_at_least(possible_cpus() * 99 * (32768 + 2048 + 8) // 4, mib, 64 * mib)
+    cpu = min(cpu, pow2_at_least(possible_cpus() * 4 * mib, mib, 64 * mib))
+    totals = {}
+    for rate, heap in ((4096, 16 * mib), (None, 4 * mib)):
+        wl = Workload([DEMO])
+        pp = Podprof("--pid", str(wl.pid), *(("--set", "heap.sample_rate=%d" % rate) if rate else ()))
+        try:
+            pp.wait_log("target: pid %d " % wl.pid)
+            pp.profile("/debug/pprof/profile?seconds=1")
+            total = bpf_mapped(pp.p.pid)
+        finally:
+            pp.stop()
+            wl.kill()
         bound = cpu + heap + mib + mib
         check(total >= 3 * mib, "BPF ring mappings not found: %d bytes" % total)
-        check(total <= bound, "BPF maps mapped %.1f MiB, more than rings sized from the rate "
-              "(%.1f MiB)" % (total / mib, bound / mib))
-    finally:
-        pp.stop()
-        wl.kill()
+        check(total <= bound, "rate %s: BPF maps mapped %.1f MiB, more than rings sized from the "
+              "rate (%.1f MiB)" % (rate, total / mib, bound / mib))
+        totals[rate] = total
+    # The same CPU and off-CPU rings both times: the difference is the heap
+    # ring's, 16 - 4 MiB.
+    check(totals[4096] - totals[None] == 12 * mib,
+          "heap ring not sized from the rate: %.1f MiB at 4 KiB, %.1f at the default" %
+          (totals[4096] / mib, totals[None] / mib))
 
 
 if __name__ == "__main__":

@@ -39,12 +39,15 @@ def test_goroutine_dump():
     time.sleep(1.0)
     before = stats(wl)["spin"]
     # The contender alternates between waiting for the lock and resting:
-    # take dumps until one catches it waiting.
-    for _ in range(10):
+    # take dumps until one catches it waiting, with every other thread's
+    # stack captured too (on a loaded machine a thread that has just woken
+    # may stay runnable past the 50 ms stop deadline: "not captured").
+    want = ("contend_lock(", "sleeper_nap(", "reader(", "spinner(")
+    for _ in range(20):
         st, hdr, body = pp.request("/debug/pprof/goroutine?debug=2")
         check(st == 200, "debug=2 status %d" % st)
         dump = body.decode()
-        if "contend_lock(" in dump:
+        if all(w in dump for w in want):
             break
         time.sleep(0.13)
     # Each thread in its place, with the right state.

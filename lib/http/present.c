@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "present.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static char *strfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strfmt(const char *fmt, ...)
+{
+	struct pp_buf b = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	int r = pp_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		pp_buf_free(&b);
+		return NULL;
+	}
+	return pp_buf_steal(&b, NULL);
+}
+
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void put_label(struct pp_buf *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			pp_buf_printf(o, "\\%c", *v);
+		else if (*v == '\n')
+			pp_buf_puts(o, "\\n");
+		else
+			pp_buf_append(o, v, 1);
+	}
+}
+
+static void put_counter(struct pp_buf *o, const char *name, const char *help, uint64_t val)
+{
+	pp_buf_printf(o,
+		      "# HELP podprof_%s %s\n# TYPE podprof_%s counter\npodprof_%s %" PRIu64 "\n",
+		      name, help, name, name, val);
+}
+
+static void put_gauge(struct pp_buf *o, const char *name, const char *help, uint64_t val)
+{
+	pp_buf_printf(o, "# HELP podprof_%s %s\n# TYPE podprof_%s gauge\npodprof_%s %" PRIu64 "\n",
+		      name, help, name, name, val);
+}
+
+#define C(name, help, val) put_counter(o, name, help, (uint64_t)(val))
+#define G(name, help, val) put_gauge(o, name, help, (uint64_t)(val))
+
+static void metrics_cpu(const struct pp_cpu_stats *cs, struct pp_buf *o)
+{
+	C("cpu_lost_samples_total",
+	  "Target CPU samples taken but not delivered (ring buffer full, malformed).", cs->lost);
+	C("cpu_stack_errors_total", "CPU samples whose user stack could not be read.",
+	  cs->stack_errors);
+	C("cpu_adopted_children_total", "Children of targets adopted by the CPU sampler.",
+	  cs->adopted);
+	C("cpu_adopt_errors_total", "Children of targets the CPU sampler could not track.",
+	  cs->adopt_errors);
+	C("cpu_exited_targets_total",
+	  "Targets the CPU sampler stopped sampling in the kernel as their last thread "
+	  "exited (so a process reusing the pid is not sampled).",
+	  cs->exited);
+	G("cpu_events_open", "Per-CPU perf events open.", cs->events_open);
+	G("cpu_open_errors", "CPUs whose perf event could not be opened (not sampled).",
+	  cs->open_errors);
+	G("cpu_sampled_processes", "Processes the CPU sampler samples.", cs->targets);
+}
+
+static void metrics_heap(const struct pp_metrics *m, struct pp_buf *o)
+{
+	const struct pp_heap_stats *hs = &m->heap;
+
+	C("heap_ringbuf_drops_total", "Heap events dropped: ring buffer full.", hs->ringbuf_drops);
+	C("heap_live_table_full_total", "Sampled allocations not tracked: BPF live table full.",
+	  hs->live_table_full);
+	C("heap_stack_read_errors_total", "Heap stack copies that failed.", hs->stack_read_errors);
+	C("heap_attach_errors_total", "Heap tracer attach failures.", hs->attach_errors);
+	C("heap_frees_deferred_total",
+	  "Frees that found the ring buffer full, delivered later from a side table.",
+	  hs->frees_deferred);
+	C("heap_frees_lost_total",
+	  "Frees lost (ring buffer and side table full): their allocations stay live.",
+	  hs->frees_lost);
+	pp_buf_printf(o, "# TYPE podprof_heap_overhead_percent gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap)
+			pp_buf_printf(o,
+				      "podprof_heap_overhead_percent{pid=\"%d\",paused=\"%d\"} "
+				      "%.3f\n",
+				      t->pid, t->heap.paused, t->heap.est_overhead_percent);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_injected 1 when a process's allocations are "
+			 "seen through the injected agent, 0 on the uprobe path (reason).\n"
+			 "# TYPE podprof_heap_injected gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		char reason[160];
+		if (!t->have_heap)
+			continue;
+		snprintf(reason, sizeof(reason), "%s", t->heap.mode_reason);
+		for (char *q = reason; *q; q++)
+			if (*q == '"' || *q == '\\' || *q == '\n')
+				*q = '\'';
+		pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n", t->pid,
+			      reason, t->heap.injected);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a target "
+			 "thread while injecting.\n"
+			 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap && t->heap.injected)
+			pp_buf_printf(o, "podprof_heap_inject_pause_seconds{pid=\"%d\"} %.6f\n",
+				      t->pid, (double)t->heap.inject_pause_ns / 1e9);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_calls_total Allocator calls counted "
+			 "(agent: every call through a redirected slot; uprobe "
+			 "path: every probe hit).\n"
+			 "# TYPE podprof_heap_calls_total counter\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (!t->have_heap)
+			continue;
+		pp_buf_printf(o,
+			      "podprof_heap_calls_total{pid=\"%d\",kind=\"alloc\"} %" PRIu64
+			      "\npodprof_heap_calls_total{pid=\"%d\",kind=\"free\"} %" PRIu64 "\n",
+			      t->pid, t->heap.mallocs, t->pid, t->heap.frees);
+	}
+}
+
+static void metrics_collectors(const struct pp_metrics *m, struct pp_buf *o)
+{
+	pp_buf_puts(o, "# HELP podprof_collector_up 1 when the collector works, 0 when the kernel "
+		       "refused what it needs or the config disabled it.\n"
+		       "# TYPE podprof_collector_up gauge\n");
+	for (size_t c = 0; c < m->n_colls; c++)
+		pp_buf_printf(o, "podprof_collector_up{collector=\"%s\"} %d\n", m->colls[c].name,
+			      !strcmp(m->colls[c].state, "ok"));
+	pp_buf_puts(o, "# HELP podprof_collector_state The collector's state (ok, disabled, "
+		       "unavailable) and why.\n# TYPE podprof_collector_state gauge\n");
+	for (size_t c = 0; c < m->n_colls; c++) {
+		pp_buf_printf(o, "podprof_collector_state{collector=\"%s\",state=\"%s\",reason=\"",
+			      m->colls[c].name, m->colls[c].state);
+		put_label(o, m->colls[c].reason);
+		pp_buf_puts(o, "\"} 1\n");
+	}
+}
+
+void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
+{
+	const struct pp_agent_counters *ac = &m->agent;
+	const struct pp_store_stats *ss = &m->store;
+
+	pp_buf_printf(o,
+		      "# HELP podprof_build_info Build information.\n# TYPE podprof_build_info "
+		      "gauge\n"
+		      "podprof_build_info{version=\"%s\"} 1\n",
+		      m->version);
+	pp_buf_printf(o, "# TYPE podprof_uptime_seconds gauge\npodprof_uptime_seconds %.3f\n",
+		      m->uptime_seconds);
+	pp_buf_printf(o,
+		      "# TYPE podprof_process_cpu_seconds_total counter\n"
+		      "podprof_process_cpu_seconds_total %.3f\n",
+		      m->cpu_seconds);
+	pp_buf_printf(o,
+		      "# TYPE podprof_process_resident_memory_bytes gauge\n"
+		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
+		      m->rss_bytes);
+	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", m->n_targets);
+	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
+		      m->cpu_windows);
+	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
+		      m->offcpu_tracing ? 1 : 0);
+	pp_buf_printf(o, "# TYPE podprof_target_resident_memory_bytes gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (!t->have_status)
+			continue;
+		pp_buf_printf(o, "podprof_target_resident_memory_bytes{pid=\"%d\",comm=\"", t->pid);
+		put_label(o, t->comm);
+		pp_buf_printf(o, "\"} %" PRIu64 "\n", t->status.vm_rss_kb * 1024);
+	}
+	C("cpu_samples_total", "CPU samples received.", ac->samples);
+	C("unwinds_total", "Stacks unwound.", ac->unwinds);
+	G("unwinders", "Per-process unwinders held (one per live target).", ac->unwinders);
+	C("unwinds_complete_total", "Stacks unwound to the thread's root.", ac->unwinds_complete);
+	C("unwind_truncated_total", "Stacks cut short (stack copy or depth).",
+	  ac->unwind_truncated);
+	C("unwind_errors_total", "Unwind failures.", ac->unwind_errors);
+	C("attach_errors_total", "Failed attachments to targets.", ac->attach_errors);
+	C("target_read_errors_total",
+	  "Reads of /proc that failed for podprof's own reasons (EMFILE, ENOMEM), "
+	  "not because the process exited.",
+	  ac->target_read_errors);
+	C("heap_events_total", "Heap events received.", ac->heap_events);
+	C("offcpu_events_total", "Off-CPU events received.", ac->offcpu_events);
+	C("thread_snapshots_total", "Thread snapshots taken.", ac->snapshots);
+	G("thread_snapshot_pause_max_nanoseconds", "Longest time a thread was stopped.",
+	  ac->snapshot_pause_ns_max);
+	pp_buf_printf(o,
+		      "# HELP podprof_thread_dumps_refused_total Thread dumps or threads not "
+		      "taken, by reason: rate_limit (threads.min_interval_ms; the last dump was "
+		      "served), deadline (threads not stopped after threads.dump_timeout_ms).\n"
+		      "# TYPE podprof_thread_dumps_refused_total counter\n"
+		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
+		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
+		      ac->dumps_limited, ac->dump_deadline_threads);
+	G("store_stacks", "Distinct stacks held.", ss->stacks);
+	G("store_locations", "Distinct locations held.", ss->locations);
+	G("store_live_allocations", "Sampled live allocations tracked.", ss->live_entries);
+	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
+	  ss->dropped_stacks);
+	C("store_dropped_live_total", "Allocations not tracked: heap.max_live reached.",
+	  ss->dropped_live);
+	G("store_processes", "Processes alive in the store.", ss->procs);
+	G("store_processes_held", "Processes held: alive, or exited and not yet released.",
+	  ss->procs_held);
+	C("store_dropped_procs_total", "Processes not profiled: the processes cap was reached.",
+	  ss->dropped_procs);
+	C("store_dropped_locations_total", "Samples dropped: the locations cap was reached.",
+	  ss->dropped_locations);
+	C("store_released_procs_total", "Exited processes whose data was released.",
+	  ss->released_procs);
+	C("store_unknown_frees_total", "Frees of untracked addresses.", ss->unknown_frees);
+	C("store_heap_samples_total", "Sampled allocations stored.", ss->heap_samples);
+	C("store_cpu_samples_total", "CPU samples stored.", ss->cpu_samples);
+	C("maps_truncated_total",
+	  "Reads of a target's /proc/PID/maps cut at 65536 entries or 16 MiB (mappings past "
+	  "the cut are left out).",
+	  m->maps_truncated);
+	if (m->have_cpu)
+		metrics_cpu(&m->cpu, o);
+	if (m->have_heap)
+		metrics_heap(m, o);
+	if (m->have_offcpu) {
+		C("offcpu_drops_total", "Off-CPU events dropped.", m->offcpu.drops);
+		C("offcpu_exited_targets_total",
+		  "Targets the off-CPU collector stopped recording in the kernel as their last "
+		  "thread exited.",
+		  m->offcpu.exited);
+	}
+	G("symbol_cache_bytes", "Symbol cache size.", m->sym.cache_bytes);
+	if (m->symiso) {
+		C("symbolizer_restarts_total",
+		  "Symbolizer helper processes started again after one died, hung or recycled.",
+		  m->symiso_restarts);
+		C("symbolizer_crashes_total", "Symbolizer helpers that died or were killed.",
+		  m->symiso_crashes);
+		C("symbolizer_timeouts_total",
+		  "Symbolization requests past symbolizer.timeout_ms: the helper was killed.",
+		  m->symiso_timeouts);
+		C("symbolizer_files_refused_total",
+		  "Files (or perf maps) that hung or killed the helper: never sent again.",
+		  m->symiso_files_refused);
+		C("symbolizer_requests_total", "Requests answered by the symbolizer helper.",
+		  m->symiso_requests);
+		C("symbolizer_requests_lost_total",
+		  "Locations named file+offset: their file was refused or the helper was down.",
+		  m->symiso_requests_lost);
+	}
+	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
+	C("symbol_dwarf_refused_total",
+	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
+	  "headers): symbols only.",
+	  m->sym.dwarf_refused);
+	C("symbol_names_bounded_total",
+	  "Names that hit the demangler's bounds: shown without parameters or left mangled.",
+	  m->sym.names_bounded);
+	C("unwind_debug_refused_total",
+	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
+	  m->unwind_debug_refused);
+	C("unwind_fd_budget_total",
+	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
+	  m->unwind_fd_budget);
+	C("sigbus_repaired_total",
+	  "Reads of a target file truncated under podprof, answered with zeros.",
+	  m->sigbus_repaired);
+	C("perf_map_reloads_deferred_total",
+	  "Changed JIT perf maps not read again yet: at most 3 re-reads in a row, then one a "
+	  "second.",
+	  m->sym.jit_reloads_deferred);
+	metrics_collectors(m, o);
+}
+
+#undef C
+#undef G
+
+void pp_present__heap_comments(const struct pp_heap_comment_stats *s, char ***ret, size_t *ret_n)
+{
+	char **c = calloc(s->n_targets * 3 + 4, sizeof(*c));
+	size_t n = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!c)
+		return;
+	if (s->disabled_reason && s->disabled_reason[0])
+		c[n++] = strfmt("heap tracing disabled: %s", s->disabled_reason);
+	if (s->have_heap)
+		c[n++] = strfmt("podprof heap: sample_rate=%" PRIu64 " ringbuf_drops=%" PRIu64
+				" live_table_full=%" PRIu64 " store_live_dropped=%" PRIu64
+				" stack_read_errors=%" PRIu64,
+				s->sample_rate, s->heap.ringbuf_drops, s->heap.live_table_full,
+				s->store_dropped_live, s->heap.stack_read_errors);
+	for (size_t i = 0; i < s->n_targets; i++) {
+		const struct pp_present_target *t = &s->targets[i];
+		const struct pp_proc_status *ps = &t->status;
+		const struct pp_heap_proc_stats *ht = &t->heap;
+		if (!t->have_status)
+			continue;
+		c[n++] = strfmt("pid %d: allocator=%s mallocs=%" PRIu64 " frees=%" PRIu64
+				" alloc_bytes=%" PRIu64 " overhead=%.2f%%%s RSS=%" PRIu64
+				"kB VMS=%" PRIu64 "kB HWM=%" PRIu64 "kB Data=%" PRIu64
+				"kB Stack=%" PRIu64 "kB Locked=%" PRIu64 "kB Swap=%" PRIu64 "kB",
+				t->pid, ht->allocator[0] ? ht->allocator : "none", ht->mallocs,
+				ht->frees, ht->alloc_bytes, ht->est_overhead_percent,
+				ht->paused ? " (paused: over budget)" : "", ps->vm_rss_kb,
+				ps->vm_size_kb, ps->vm_hwm_kb, ps->vm_data_kb, ps->vm_stk_kb,
+				ps->vm_lck_kb, ps->vm_swap_kb);
+		if (ht->injected)
+			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
+					"modules (%s), pause %.2f ms",
+					t->pid, ht->agent_reused ? " reused" : "", ht->inject_slots,
+					ht->inject_modules, ht->coverage,
+					(double)ht->inject_pause_ns / 1e6);
+		else if (ht->allocator[0])
+			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", t->pid,
+					ht->mode_reason[0] ? "; not injected: " : "",
+					ht->mode_reason);
+	}
+	*ret = c;
+	*ret_n = n;
+}
+
+char *pp_present__cpu_comment(const struct pp_cpu_stats *begin, const struct pp_cpu_stats *end)
+{
+	uint64_t got = end->samples - begin->samples, lost = end->lost - begin->lost;
+	uint64_t nostack = end->stack_errors - begin->stack_errors;
+	uint64_t adopt = end->adopt_errors - begin->adopt_errors;
+
+	return strfmt("podprof cpu: %llu samples, %llu lost (ring buffer full), "
+		      "%llu taken but still queued at the end, "
+		      "%llu taken before the start but delivered in the window, "
+		      "%llu without user stack, %llu children not tracked, "
+		      "%llu of %llu CPUs not sampled (event refused)",
+		      (unsigned long long)got, (unsigned long long)lost,
+		      (unsigned long long)end->queued, (unsigned long long)begin->queued,
+		      (unsigned long long)nostack, (unsigned long long)adopt,
+		      (unsigned long long)end->open_errors,
+		      (unsigned long long)(end->open_errors + end->events_open));
+}
+
+/* ---- the thread dump ---- */
+
+static const char *state_name(char s)
+{
+	switch (s) {
+	case 'R':
+		return "running";
+	case 'S':
+		return "sleeping";
+	case 'D':
+		return "disk sleep";
+	case 'T':
+		return "stopped";
+	case 't':
+		return "tracing stop";
+	case 'Z':
+		return "zombie";
+	case 'X':
+		return "dead";
+	case 'I':
+		return "idle";
+	default:
+		return "unknown";
+	}
+}
+
+void pp_present__dump_disabled(struct pp_buf *out)
+{
+	pp_buf_puts(out, "thread dumps are disabled (threads.enabled: false)\n");
+}
+
+void pp_present__dump_repeat(struct pp_buf *out, uint64_t age_ns, unsigned interval_ms)
+{
+	pp_buf_printf(out,
+		      "# the last dump, taken %.3f s ago: dumps are at most one per %u ms "
+		      "(threads.min_interval_ms)\n",
+		      (double)age_ns / 1e9, interval_ms);
+}
+
+void pp_present__dump_process(struct pp_buf *out, pid_t pid, const char *comm, const char *exe,
+			      size_t n_threads)
+{
+	pp_buf_printf(out, "process %d (%s) %s: %zu threads\n\n", pid, comm, exe ? exe : "",
+		      n_threads);
+}
+
+void pp_present__dump_thread(struct pp_buf *out, const struct pp_thread_snap *t)
+{
+	pp_buf_printf(out, "thread %d \"%s\" [%s%s%s, cpu %.3fs, ", t->tid, t->name,
+		      state_name(t->state), t->wchan[0] ? ", wchan " : "", t->wchan,
+		      (double)t->cpu_time_ns / 1e9);
+	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
+		      t->voluntary_switches, t->nonvoluntary_switches);
+	if (!t->captured)
+		pp_buf_printf(out, "\t(stack not captured: %s)\n", t->reason);
+}
+
+void pp_present__dump_frame(struct pp_buf *out, uint64_t addr, const struct pp_sym_result *res,
+			    const char *path)
+{
+	if (!res || !res->n) {
+		pp_buf_printf(out, "0x%" PRIx64 "\n\t?\n", addr);
+		return;
+	}
+	for (size_t f = 0; f < res->n; f++) {
+		const struct pp_sym_frame *fr = &res->frames[f];
+		pp_buf_printf(out, "%s(...)\n", fr->function);
+		if (fr->file)
+			pp_buf_printf(out, "\t%s:%u pc=0x%" PRIx64 "\n", fr->file, fr->line, addr);
+		else
+			pp_buf_printf(out, "\t%s pc=0x%" PRIx64 "\n", path ? path : "?", addr);
+	}
+}
+
+void pp_present__dump_thread_end(struct pp_buf *out, uint64_t pause_ns)
+{
+	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)pause_ns / 1e3);
+}
