@@ -166,6 +166,11 @@ struct pp_store_stats {
 	uint64_t dropped_stacks, dropped_live, dropped_procs, unknown_frees;
 	uint64_t dropped_locations; /* samples dropped: max_locations reached */
 	uint64_t released_procs; /* exited processes whose data was released */
+	uint64_t objects; /* files mapped by the processes held (build id, else
+			   * dev+inode+size+mtime): each one's locations and names
+			   * serve every process mapping it */
+	uint64_t file_opens; /* files opened to read a build id (a file already
+			      * held as an object is recognized by a stat) */
 	uint64_t cpu_samples, heap_samples, contention_samples;
 };
 void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret);
