@@ -69,7 +69,9 @@ def spin_pids(wl):
 
 
 def test_processes_share_objects():
-    wl = Workload([sys.executable, "-c", PARENT, SPIN, str(N)])
+    # Its own process group: Workload.kill (also at exit, on failure) kills
+    # the spins with it.
+    wl = Workload([sys.executable, "-c", PARENT, SPIN, str(N)], start_new_session=True)
     pids = spin_pids(wl)
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=499",
                  "--set", "heap.enabled=false", "--set", "offcpu.enabled=false",
