@@ -9,7 +9,9 @@ invocation):
 - recycler: tests/workloads/cpu/recycler, a pre-fork server keeping 8
   workers that each burn 2 ms and exit after 50 ms idle (forks, no exec).
 
-podprof runs with its defaults plus cpu.always_on and cpu.frequency_hz=99,
+podprof runs with its defaults plus cpu.always_on, cpu.frequency_hz=99 and
+heap.ring_mib=4 (main's default since 2bf51ca; a branch made before it
+defaults to 16 MiB, which would be 12 MiB of RSS apart),
 under `strace -f --seccomp-bpf -y -e trace=open,openat` (only those calls
 stop), for SECONDS; then /debug/pprof/profile?seconds=3 is fetched (every
 location named) and /metrics read. Reported per build:
@@ -22,7 +24,7 @@ location named) and /metrics read. Reported per build:
   podprof_symbol_cache_bytes, podprof_objects (new builds),
 - podprof's VmRSS and VmHWM at the end.
 
-usage: bench/run_objects.py SPIN_RECYCLER_BUILD SECONDS BUILD...
+usage: [WORKLOADS=spin8,recycler] [REPS=1] bench/run_objects.py SPIN_RECYCLER_BUILD SECONDS BUILD...
 (SPIN_RECYCLER_BUILD: a build dir with tests/workloads/cpu/{spin,recycler})
 """
 import os
@@ -115,7 +117,8 @@ def one(build, workload):
                            "trace=open,openat", "-o", trace,
                            os.path.join(build, "cmd/podprof/podprof"), "--listen",
                            "127.0.0.1:%d" % port, "--pid", str(wl.pid), "--set",
-                           "cpu.always_on=true", "--set", "cpu.frequency_hz=99"],
+                           "cpu.always_on=true", "--set", "cpu.frequency_hz=99",
+                           "--set", "heap.ring_mib=4"],
                           stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     target = None
     try:
@@ -183,13 +186,14 @@ def one(build, workload):
 print(machine_line())
 print("load average before: %s" % (loadavg(),))
 cols = ("opens_bin", "opens_any", "fds", "locations", "cache", "objects", "procs", "rss", "hwm")
-for workload in ("spin8", "recycler"):
+# WORKLOADS=spin8,recycler (default both), REPS=n (runs of each build, alternating)
+for workload in os.environ.get("WORKLOADS", "spin8,recycler").split(","):
     print("\n%s, %d s:" % (workload, seconds))
     print("| build | opens of the binary | opens of the targets' files | fds on the binary | "
           "store locations | symbol cache MB | objects | processes seen | VmRSS MiB | "
           "VmHWM MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for b in builds:
+    for b in builds * int(os.environ.get("REPS", "1")):
         r = one(b, workload)
         print("| %s | %s |" % (b, " | ".join(
             ("%.1f" % r[c]) if isinstance(r[c], float) and c in ("cache", "rss", "hwm")
