@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, loadavg, machine_line  # noqa: E402
+from benchlib import free_port, loadavg, machine_line, parse_metrics  # noqa: E402
 import urllib.request  # noqa: E402
 
 wl_build = sys.argv[1]
@@ -60,15 +60,7 @@ def get(port, path, timeout=60):
 
 
 def metrics(port):
-    out = {}
-    for line in get(port, "/metrics").decode().splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            try:
-                out[k] = float(v)
-            except ValueError:
-                pass
-    return out
+    return parse_metrics(get(port, "/metrics"))
 
 
 def status(pid, key):
