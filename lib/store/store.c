@@ -109,7 +109,7 @@ struct st_loc {
 	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL | LOC_OBJ; LOC_FREE = free slot */
 	uint64_t off; /* LOC_OBJ: file offset of addr */
 	uint32_t obj; /* LOC_OBJ: object index + 1 (a reference) */
-	uint32_t refs; /* stack frames using it */
+	uint64_t refs; /* stack frames using it (up to max_stacks * 512) */
 	bool pending; /* queued for the symbolization worker */
 	uint64_t serial; /* unique per slot use: write-backs check it */
 	struct st_frame *frames;
