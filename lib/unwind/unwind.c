@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -187,6 +188,30 @@ static int shared_fd_get(int fd)
 					     .mtime = st.st_mtim };
 	pthread_mutex_unlock(&shared_lock);
 	return fd;
+}
+
+/*
+ * m's file as pp_proc__open_mapped opens it, but without opening it again
+ * when it already has a shared descriptor: a stat of the path
+ * pp_proc__mapped_path_ex checked against m, matched to the table, gives a
+ * duplicate of that descriptor (the same file: device, inode, size, mtime).
+ */
+static int open_mapped_shared(pid_t pid, const struct pp_map *m)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	if (pp_proc__mapped_path_ex(pid, m, 0, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		int fd = -1;
+		pthread_mutex_lock(&shared_lock);
+		for (size_t i = 0; i < n_shared && fd < 0; i++)
+			if (same_file(&shared[i], &st))
+				fd = fcntl(shared[i].fd, F_DUPFD_CLOEXEC, 0);
+		pthread_mutex_unlock(&shared_lock);
+		if (fd >= 0)
+			return fd;
+	}
+	return pp_proc__open_mapped(pid, m);
 }
 
 /* Drops a reference taken by shared_fd_get (closes fd if it is not shared). */
@@ -369,7 +394,7 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	if ((*n_rep + 1) * 2 > PP_UNWIND_FD_BUDGET)
 		return -EMFILE;
 
-	fd = vdso ? vdso_fd(u->pid, m) : pp_proc__open_mapped(u->pid, m);
+	fd = vdso ? vdso_fd(u->pid, m) : open_mapped_shared(u->pid, m);
 	if (fd < 0)
 		return fd;
 
