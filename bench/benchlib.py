@@ -78,16 +78,7 @@ class Podprof:
 
     def metrics(self):
         """/metrics as {name or name{labels}: float}."""
-        out = {}
-        for line in self.get("/metrics").decode().splitlines():
-            if not line or line.startswith("#"):
-                continue
-            k, _, v = line.rpartition(" ")
-            try:
-                out[k] = float(v)
-            except ValueError:
-                pass
-        return out
+        return parse_metrics(self.get("/metrics"))
 
     def wait_warm(self, idle=0.02, interval=0.5, timeout=15.0):
         """Wait until podprof is warm: attached, injected, symbols loaded,
@@ -114,6 +105,20 @@ class Podprof:
                 self.proc.wait()
         self._reader.join(timeout=5)
         return self.proc.returncode
+
+
+def parse_metrics(body):
+    """Prometheus text (bytes) as {name or name{labels}: float}."""
+    out = {}
+    for line in body.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        k, _, v = line.rpartition(" ")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            pass
+    return out
 
 
 def median(xs):

@@ -212,6 +212,14 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		      ac->dumps_limited, ac->dump_deadline_threads);
 	G("store_stacks", "Distinct stacks held.", ss->stacks);
 	G("store_locations", "Distinct locations held.", ss->locations);
+	G("objects",
+	  "Files mapped by the processes held, one object each (build id, else "
+	  "dev+inode+size+mtime): their locations and names serve every process.",
+	  ss->objects);
+	C("object_file_opens_total",
+	  "Files opened to read a build id (a file already held as an "
+	  "object is not opened again).",
+	  ss->file_opens);
 	G("store_live_allocations", "Sampled live allocations tracked.", ss->live_entries);
 	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
 	  ss->dropped_stacks);
