@@ -156,3 +156,17 @@ def machine_line():
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def start_redis():
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--daemonize", "no",
+                          "--logfile", ""], stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return p, port
+        time.sleep(0.05)
+    p.kill()
+    raise RuntimeError("redis-server did not start")

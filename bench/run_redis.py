@@ -29,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, free_port, loadavg, prioritize, machine_line, median, rotated  # noqa: E402
+from benchlib import Podprof, loadavg, prioritize, machine_line, median, rotated, start_redis  # noqa: E402
 
 NICE = prioritize()
 
@@ -60,20 +60,6 @@ def redis_benchmark(port, extra, n):
     # per-test rps, so client start-up is not counted).
     busy = sum(n / r for r in per.values())
     return {"rps": n * len(per) / busy, "wall": wall, "per": per, "n": n * len(per)}
-
-
-def start_redis():
-    port = free_port()
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                          "--save", "", "--appendonly", "no", "--daemonize", "no",
-                          "--logfile", ""], stdout=subprocess.DEVNULL)
-    for _ in range(100):
-        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
-        if r.stdout.strip() == "PONG":
-            return p, port
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def run_plain(rs, port, extra, n, _n):

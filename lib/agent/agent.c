@@ -179,6 +179,9 @@ struct pp_agent {
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
 	uint64_t last_trim_ns; /* discovery thread only */
+	/* Verdicts on processes seen by discovery (pidcache.c); under discover_lock */
+	struct pp_pid_cache *pcache;
+	pthread_mutex_t discover_lock;
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -816,7 +819,60 @@ static void log_refusals(struct pp_agent *a)
 	}
 }
 
+/* Processes remembered by discovery (pidcache.c), and how often each is
+ * read in full anyway (passes). */
+#define PCACHE_MAX 65536
+#define PCACHE_REFRESH_PASSES 30
+
+/*
+ * A selector on cmdline can match a process later without an exec (a
+ * process rewriting its argv: setproctitle): then every process is read in
+ * full each pass, as before the cache.
+ */
+static bool pcache_usable(const struct pp_agent *a)
+{
+	for (size_t i = 0; i < a->cfg->n_targets; i++)
+		if (a->cfg->targets[i].cmdline)
+			return false;
+	return true;
+}
+
+/*
+ * A process discovery saw before and did not select: only its stat and exe
+ * were read this pass. Still a child of a target (adopted into its group
+ * below)? Then it is read in full.
+ */
+static bool still_left_out(struct pp_agent *a, const struct pp_proc_info *ident)
+{
+	int verdict;
+
+	if (!a->pcache || !pp_pid_cache__lookup(a->pcache, ident, &verdict) || verdict >= 0)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	bool parent = target_find(a, ident->ppid) != NULL;
+	pthread_mutex_unlock(&a->lock);
+	return !parent;
+}
+
+static void discover_locked(struct pp_agent *a);
+
 static void discover(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->discover_lock);
+	if (!a->pcache && pcache_usable(a))
+		a->pcache = pp_pid_cache__new(PCACHE_MAX, PCACHE_REFRESH_PASSES);
+	discover_locked(a);
+	pp_pid_cache__end_pass(a->pcache);
+	pthread_mutex_unlock(&a->discover_lock);
+}
+
+/*
+ * One pass over /proc. A process is read in full (stat, exe, cmdline,
+ * cgroup, mountinfo) when discovery has not seen it as it is now (see
+ * pp_pid_cache); otherwise stat and exe tell whether it is the same process
+ * (start time), exec'd (exe, comm) or renamed, which is all a pass needs.
+ */
+static void discover_locked(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
 	size_t n = 0;
@@ -834,7 +890,7 @@ static void discover(struct pp_agent *a)
 	bool read_failed = false;
 	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
 		struct pp_proc_info info = { 0 };
-		r = pp_proc__read_info(pids[i], &info);
+		r = pp_proc__read_ident(pids[i], &info);
 		if (r == -ESRCH || r == -ENOENT)
 			continue; /* gone */
 		if (r < 0) {
@@ -869,7 +925,14 @@ static void discover(struct pp_agent *a)
 		pthread_mutex_unlock(&a->lock);
 
 		if (!known) {
+			if (still_left_out(a, &info)) {
+				pp_proc_info__free(&info);
+				continue;
+			}
+			pp_proc__read_extra(info.pid, &info);
 			group = select_group(a, &info);
+			if (a->pcache)
+				pp_pid_cache__store(a->pcache, &info, group);
 			if (group < 0) {
 				/* Children of targets belong to their parent's entry. */
 				pthread_mutex_lock(&a->lock);
@@ -908,6 +971,7 @@ static void discover(struct pp_agent *a)
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
 
+				pp_proc__read_extra(info.pid, &info);
 				register_process(a, &info, group, &h);
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
@@ -2393,6 +2457,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	pthread_mutex_init(&a->unw_lock, NULL);
 	pthread_mutex_init(&a->win_lock, NULL);
 	pthread_mutex_init(&a->state_lock, NULL);
+	pthread_mutex_init(&a->discover_lock, NULL);
 	check_caps(a);
 	pp_refusal_env__read(&a->renv);
 	a->coll[COLL_CPU].state = a->cfg->cpu.enabled ? CS_OK : CS_DISABLED;
@@ -2615,6 +2680,8 @@ void pp_agent__free(struct pp_agent *a)
 	pthread_mutex_destroy(&a->unw_lock);
 	pthread_mutex_destroy(&a->win_lock);
 	pthread_mutex_destroy(&a->state_lock);
+	pthread_mutex_destroy(&a->discover_lock);
+	pp_pid_cache__free(a->pcache);
 	free(a->pend);
 	free(a);
 }

@@ -193,26 +193,58 @@ static void read_container(pid_t pid, struct pp_proc_info *info)
 		info->container[0] = '\0';
 }
 
-int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
+/* A whole small file into buf (NUL-terminated); the rest past size-1 is cut. */
+static int read_small(const char *path, char *buf, size_t size, size_t *ret_len)
 {
-	_cleanup_free_ char *stat = NULL;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	size_t len = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (len + 1 < size) {
+		ssize_t n = read(fd, buf + len, size - 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*ret_len = len;
+	return 0;
+}
+
+int pp_proc__read_ident(pid_t pid, struct pp_proc_info *ret)
+{
+	char stat[STAT_MAX_BYTES], path[64];
 	struct pp_proc_info info;
-	char path[64];
-	size_t len;
+	size_t len = 0;
 	int r;
 
 	if (pid <= 0 || !ret)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	r = read_capped(path, STAT_MAX_BYTES, &stat, &len);
+	r = read_small(path, stat, sizeof(stat), &len);
 	if (r < 0)
 		return r;
 	r = pp_proc__parse_stat(stat, len, &info);
 	if (r < 0)
 		return r;
-
 	info.exe = read_exe(pid);
-	read_container(pid, &info);
+	*ret = info;
+	return 0;
+}
+
+void pp_proc__read_extra(pid_t pid, struct pp_proc_info *info)
+{
+	char path[64];
+
+	if (pid <= 0 || !info)
+		return;
+	read_container(pid, info);
 
 	char *cmd = NULL;
 	size_t cl = 0;
@@ -227,9 +259,18 @@ int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
 			cmd[cl] = '\0';
 		}
 	}
-	info.cmdline = cmd;
-	info.cmdline_len = cmd ? cl : 0;
-	*ret = info;
+	free(info->cmdline);
+	info->cmdline = cmd;
+	info->cmdline_len = cmd ? cl : 0;
+}
+
+int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
+{
+	int r = pp_proc__read_ident(pid, ret);
+
+	if (r < 0)
+		return r;
+	pp_proc__read_extra(pid, ret);
 	return 0;
 }
 
