@@ -182,6 +182,7 @@ struct pp_agent {
 	/* Verdicts on processes seen by discovery (pidcache.c); under discover_lock */
 	struct pp_pid_cache *pcache;
 	pthread_mutex_t discover_lock;
+	pthread_cond_t discover_wake; /* CLOCK_MONOTONIC; signalled by stop */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -1087,9 +1088,17 @@ static void *discovery_main(void *arg)
 			a->last_trim_ns = now;
 			malloc_trim(0);
 		}
-		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
-		     w += 50)
-			sleep_ms(50);
+		/* One wakeup per pass (stop signals the condition), not one per 50 ms. */
+		struct timespec ts;
+		uint64_t until =
+			pp_now_mono_ns() + (uint64_t)a->cfg->discovery.interval_ms * 1000000ull;
+		ts.tv_sec = (time_t)(until / 1000000000ull);
+		ts.tv_nsec = (long)(until % 1000000000ull);
+		pthread_mutex_lock(&a->discover_lock);
+		while (!atomic_load(&a->stop) &&
+		       pthread_cond_timedwait(&a->discover_wake, &a->discover_lock, &ts) == 0)
+			;
+		pthread_mutex_unlock(&a->discover_lock);
 	}
 	return NULL;
 }
@@ -2458,6 +2467,11 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	pthread_mutex_init(&a->win_lock, NULL);
 	pthread_mutex_init(&a->state_lock, NULL);
 	pthread_mutex_init(&a->discover_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->discover_wake, &ca);
+	pthread_condattr_destroy(&ca);
 	check_caps(a);
 	pp_refusal_env__read(&a->renv);
 	a->coll[COLL_CPU].state = a->cfg->cpu.enabled ? CS_OK : CS_DISABLED;
@@ -2639,6 +2653,9 @@ void pp_agent__stop(struct pp_agent *a)
 {
 	if (!a || atomic_exchange(&a->stop, true))
 		return;
+	pthread_mutex_lock(&a->discover_lock);
+	pthread_cond_broadcast(&a->discover_wake);
+	pthread_mutex_unlock(&a->discover_lock);
 	for (size_t i = 0; i < a->n_servers; i++)
 		pp_http_server__stop(a->servers[i]);
 	a->n_servers = 0;
@@ -2681,6 +2698,7 @@ void pp_agent__free(struct pp_agent *a)
 	pthread_mutex_destroy(&a->win_lock);
 	pthread_mutex_destroy(&a->state_lock);
 	pthread_mutex_destroy(&a->discover_lock);
+	pthread_cond_destroy(&a->discover_wake);
 	pp_pid_cache__free(a->pcache);
 	free(a->pend);
 	free(a);
