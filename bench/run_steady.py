@@ -11,12 +11,14 @@ One or more podprof builds are compared in the same invocation,
 interleaved, the order rotating each repetition; figures are medians, and
 ratios are against the first build.
 
-Each run: start podprof on redis-server, wait until warm, then run
-redis-benchmark (-P 16 by default) in a loop for SECONDS; the requests
-served are redis's total_commands_processed delta (INFO stats).
+Each run: start podprof on redis-server, wait until warm, start
+redis-benchmark (-P 16 by default, looping), let podprof warm up under the
+load for WARM seconds (its CPU then is reported apart: new stacks and their
+symbols), then measure for SECONDS; the requests served are redis's
+total_commands_processed delta (INFO stats).
 
 usage: bench/run_steady.py SECONDS REPS BUILD_DIR [BUILD_DIR...]
-env: PIPELINE=16 (redis-benchmark -P), PERF=1 (perf record -g podprof in
+env: PIPELINE=16 (redis-benchmark -P), WARM=4, PERF=1 (perf record -g podprof in
      the last repetition of each build, report to /tmp/podprof-steady-N.txt),
      PODPROF_SET="k=v ..." (extra --set for every build)
 """
@@ -30,6 +32,7 @@ from benchlib import (Podprof, loadavg, machine_line, median, prioritize,  # noq
                       proc_cpu_seconds, proc_rss_bytes, rotated, start_redis)
 
 NICE = prioritize()
+WARM = float(os.environ.get("WARM", "4"))
 
 
 def commands_processed(port):
@@ -41,28 +44,25 @@ def commands_processed(port):
     raise RuntimeError("no total_commands_processed")
 
 
-def load(port, seconds, pipeline):
-    """redis-benchmark for `seconds`: returns (requests, wall seconds)."""
+def start_load(port, pipeline):
     args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-d", "64",
             "-r", "100000", "-t", "set,get,lpush,lpop,hset", "-n", "100000000", "-q",
             "-P", str(pipeline), "-l"]
-    c0 = commands_processed(port)
-    t0 = time.monotonic()
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(seconds)
-    finally:
-        p.terminate()
-        p.wait()
-    wall = time.monotonic() - t0
-    return commands_processed(port) - c0, wall
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def run(build, rs, port, seconds, pipeline, settings, perf_out=None):
     pp = Podprof(os.path.join(build, "cmd/podprof/podprof"), rs.pid, settings)
+    lp = None
     try:
         time.sleep(1.0)
         pp.wait_warm()
+        # The first seconds under load are podprof's warm-up: new stacks,
+        # their symbols (debug files decompressed once). Reported apart.
+        lp = start_load(port, pipeline)
+        w0 = proc_cpu_seconds(pp.pid)
+        time.sleep(WARM)
+        warm = proc_cpu_seconds(pp.pid) - w0
         perf = None
         if perf_out:
             perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "999", "-o",
@@ -70,11 +70,16 @@ def run(build, rs, port, seconds, pipeline, settings, perf_out=None):
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.3)
         c0 = proc_cpu_seconds(pp.pid)
+        n0 = commands_processed(port)
         t0 = time.monotonic()
-        n, _ = load(port, seconds, pipeline)
-        wall = time.monotonic() - t0
+        time.sleep(seconds)
         cpu = proc_cpu_seconds(pp.pid) - c0
+        n = commands_processed(port) - n0
+        wall = time.monotonic() - t0
         rss = proc_rss_bytes(pp.pid)
+        lp.terminate()
+        lp.wait()
+        lp = None
         if perf:
             perf.send_signal(2)
             perf.wait()
@@ -86,9 +91,12 @@ def run(build, rs, port, seconds, pipeline, settings, perf_out=None):
         time.sleep(3.0)
         idle = (proc_cpu_seconds(pp.pid) - idle0) / 3.0
     finally:
+        if lp:
+            lp.terminate()
+            lp.wait()
         pp.stop()
     return {"cpu_frac": cpu / wall, "us_per_req": cpu / n * 1e6, "rps": n / wall,
-            "rss": rss, "idle_frac": idle}
+            "rss": rss, "idle_frac": idle, "warm": warm}
 
 
 def main():
@@ -110,21 +118,23 @@ def main():
                 x = run(b, rs, port, seconds, pipeline, settings, perf_out)
                 res[b].append(x)
                 print("rep %d %-30s cpu %.4f of a CPU, %.3f us/req, idle %.4f, %.0f req/s, "
-                      "RSS %.1f MiB" % (r, b, x["cpu_frac"], x["us_per_req"], x["idle_frac"],
-                                        x["rps"], x["rss"] / 1048576), file=sys.stderr,
-                      flush=True)
+                      "RSS %.1f MiB, warm-up %.2f s CPU" %
+                      (r, b, x["cpu_frac"], x["us_per_req"], x["idle_frac"], x["rps"],
+                       x["rss"] / 1048576, x["warm"]), file=sys.stderr, flush=True)
         base = builds[0]
         print("\n| build | podprof CPU (fraction of one CPU, loaded) | us per request | ratio "
-              "| idle CPU after the load | redis req/s | RSS |")
-        print("|---|---|---|---|---|---|---|")
+              "| idle CPU after the load | redis req/s | RSS | CPU s in the first %g s of load |"
+              % WARM)
+        print("|---|---|---|---|---|---|---|---|")
         bu = median(x["us_per_req"] for x in res[base])
         for b in builds:
             xs = res[b]
             u = median(x["us_per_req"] for x in xs)
-            print("| %s | %.4f (%.4f-%.4f) | %.3f | %.2f | %.4f | %.0f | %.1f MiB |" %
+            print("| %s | %.4f (%.4f-%.4f) | %.3f | %.2f | %.4f | %.0f | %.1f MiB | %.2f |" %
                   (b, median(x["cpu_frac"] for x in xs), min(x["cpu_frac"] for x in xs),
                    max(x["cpu_frac"] for x in xs), u, u / bu, median(x["idle_frac"] for x in xs),
-                   median(x["rps"] for x in xs), median(x["rss"] for x in xs) / 1048576))
+                   median(x["rps"] for x in xs), median(x["rss"] for x in xs) / 1048576,
+                   median(x["warm"] for x in xs)))
         print("\nloadavg after: %s" % loadavg())
     finally:
         rs.terminate()
