@@ -35,10 +35,13 @@ extern char __data_start[] HIDDEN, __image_end[] HIDDEN, __total_end[] HIDDEN;
 
 HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by podprof */
 
-/* Notification points: `push %rbp` first, an instruction the kernel
- * emulates under a uprobe (no single-step, which costs ~15 us here; see
- * lib/heap/x86.c), then the return value. The probe fires before the push,
- * so the BPF program sees the entry stack pointer. */
+/* Notification points: a 5-byte nop, where podprof puts the uprobe when
+ * the kernel optimizes uprobes on it into a call to a trampoline (Linux
+ * 6.18, x86-64: no trap; see inject.c, notify_skip), then `push %rbp`, an
+ * instruction every kernel emulates under a uprobe (no single-step, which
+ * costs ~15 us here; see lib/heap/x86.c), where the probe goes otherwise,
+ * then the return value. Either probe fires before the push, so the BPF
+ * program sees the entry stack pointer. */
 void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
 void pp_agent_sampled_free(void *p) HIDDEN;
 /* Never called: podprof points a stopped thread's rip here and single-steps
