@@ -45,8 +45,11 @@ class Podprof:
         for s in settings:
             args += ["--set", s]
         self.args = args
+        # PODPROF_SET is the bench scripts' knob, not podprof's: podprof
+        # refuses unknown PODPROF_* variables.
+        env = {k: v for k, v in os.environ.items() if k != "PODPROF_SET"}
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     text=True)
+                                     text=True, env=env)
         self.log = []
         self._attached = threading.Event()
         self._serving = threading.Event()

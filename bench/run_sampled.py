@@ -11,6 +11,7 @@ kernel used: [uprobes-trampoline] in the target's maps means the uprobe on
 the agent's leading 5-byte nop was optimized into a call and a syscall.
 
 usage: bench/run_sampled.py REPS PAIRS BUILD_DIR [BUILD_DIR...]
+env: PODPROF_SET="k=v ..." (extra --set for every build)
 """
 import os
 import subprocess
@@ -23,7 +24,7 @@ from benchlib import Podprof, loadavg, machine_line, median, prioritize, rotated
 NICE = prioritize()
 SETTINGS = ["cpu.enabled=false", "offcpu.enabled=false", "threads.enabled=false",
             "log.memstats_interval_seconds=0", "heap.sample_rate=1", "heap.mode=inject",
-            "heap.over_budget=warn"]
+            "heap.over_budget=warn"] + os.environ.get("PODPROF_SET", "").split()
 
 
 def one(bench, build, pairs):
