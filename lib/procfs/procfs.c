@@ -20,6 +20,26 @@
 #define STATUS_MAX_BYTES 65536 /* status is ~1.5 KiB; generous for long Groups: lines */
 #define PID_LIST_MAX (1u << 22) /* PID_MAX_LIMIT */
 
+/* Reads fd until EOF or max bytes into b; *ret_len: bytes read. */
+static int read_all(int fd, char *b, size_t max, size_t *ret_len)
+{
+	size_t len = 0;
+
+	while (len < max) {
+		ssize_t n = read(fd, b + len, max - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	*ret_len = len;
+	return 0;
+}
+
 /* Read at most max bytes of a file (the rest is ignored, not an error). */
 static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len)
 {
@@ -32,17 +52,9 @@ static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len
 	b = malloc(max + 1);
 	if (!b)
 		return -ENOMEM;
-	while (len < max) {
-		ssize_t n = read(fd, b + len, max - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	int r = read_all(fd, b, max, &len);
+	if (r < 0)
+		return r;
 	b[len] = '\0';
 	if (len + 1 < max / 2) {
 		/* do not keep a 64 KiB cmdline buffer for a 30-byte command line */
@@ -201,17 +213,9 @@ static int read_small(const char *path, char *buf, size_t size, size_t *ret_len)
 
 	if (fd < 0)
 		return -errno;
-	while (len + 1 < size) {
-		ssize_t n = read(fd, buf + len, size - 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	int r = read_all(fd, buf, size - 1, &len);
+	if (r < 0)
+		return r;
 	buf[len] = '\0';
 	*ret_len = len;
 	return 0;
