@@ -1132,6 +1132,9 @@ static uint64_t notify_skip(void)
 	static atomic_int skip = -1;
 	int v = atomic_load(&skip);
 
+#ifndef __x86_64__
+	return NOTIFY_NOP5_BYTES; /* 336 is another syscall elsewhere */
+#endif
 	if (v < 0) {
 		/* Anything but ENXIO (ENOSYS; EPERM from podprof's own seccomp
 		 * profile, which says nothing of the kernel): the safe choice. */
