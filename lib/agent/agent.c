@@ -191,6 +191,10 @@ struct pp_agent {
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
 	uint64_t last_trim_ns; /* discovery thread only */
+	/* Verdicts on processes seen by discovery (pidcache.c); under discover_lock */
+	struct pp_pid_cache *pcache;
+	pthread_mutex_t discover_lock;
+	pthread_cond_t discover_wake; /* CLOCK_MONOTONIC; signalled by stop */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -1031,7 +1035,60 @@ static void log_refusals(struct pp_agent *a)
 	}
 }
 
+/* Processes remembered by discovery (pidcache.c), and how often each is
+ * read in full anyway (passes). */
+#define PCACHE_MAX 65536
+#define PCACHE_REFRESH_PASSES 30
+
+/*
+ * A selector on cmdline can match a process later without an exec (a
+ * process rewriting its argv: setproctitle): then every process is read in
+ * full each pass, as before the cache.
+ */
+static bool pcache_usable(const struct pp_agent *a)
+{
+	for (size_t i = 0; i < a->cfg->n_targets; i++)
+		if (a->cfg->targets[i].cmdline)
+			return false;
+	return true;
+}
+
+/*
+ * A process discovery saw before and did not select: only its stat and exe
+ * were read this pass. Still a child of a target (adopted into its group
+ * below)? Then it is read in full.
+ */
+static bool still_left_out(struct pp_agent *a, const struct pp_proc_info *ident)
+{
+	int verdict;
+
+	if (!a->pcache || !pp_pid_cache__lookup(a->pcache, ident, &verdict) || verdict >= 0)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	bool parent = target_find(a, ident->ppid) != NULL;
+	pthread_mutex_unlock(&a->lock);
+	return !parent;
+}
+
+static void discover_locked(struct pp_agent *a);
+
 static void discover(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->discover_lock);
+	if (!a->pcache && pcache_usable(a))
+		a->pcache = pp_pid_cache__new(PCACHE_MAX, PCACHE_REFRESH_PASSES);
+	discover_locked(a);
+	pp_pid_cache__end_pass(a->pcache);
+	pthread_mutex_unlock(&a->discover_lock);
+}
+
+/*
+ * One pass over /proc. A process is read in full (stat, exe, cmdline,
+ * cgroup, mountinfo) when discovery has not seen it as it is now (see
+ * pp_pid_cache); otherwise stat and exe tell whether it is the same process
+ * (start time), exec'd (exe, comm) or renamed, which is all a pass needs.
+ */
+static void discover_locked(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
 	size_t n = 0;
@@ -1049,7 +1106,7 @@ static void discover(struct pp_agent *a)
 	bool read_failed = false;
 	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
 		struct pp_proc_info info = { 0 };
-		r = pp_proc__read_info(pids[i], &info);
+		r = pp_proc__read_ident(pids[i], &info);
 		if (r == -ESRCH || r == -ENOENT)
 			continue; /* gone */
 		if (r < 0) {
@@ -1084,7 +1141,14 @@ static void discover(struct pp_agent *a)
 		pthread_mutex_unlock(&a->lock);
 
 		if (!known) {
+			if (still_left_out(a, &info)) {
+				pp_proc_info__free(&info);
+				continue;
+			}
+			pp_proc__read_extra(info.pid, &info);
 			group = select_group(a, &info);
+			if (a->pcache)
+				pp_pid_cache__store(a->pcache, &info, group);
 			if (group < 0) {
 				/* Children of targets belong to their parent's entry. */
 				pthread_mutex_lock(&a->lock);
@@ -1123,6 +1187,7 @@ static void discover(struct pp_agent *a)
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
 
+				pp_proc__read_extra(info.pid, &info);
 				register_process(a, &info, group, &h);
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
@@ -1238,9 +1303,17 @@ static void *discovery_main(void *arg)
 			a->last_trim_ns = now;
 			malloc_trim(0);
 		}
-		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
-		     w += 50)
-			sleep_ms(50);
+		/* One wakeup per pass (stop signals the condition), not one per 50 ms. */
+		struct timespec ts;
+		uint64_t until =
+			pp_now_mono_ns() + (uint64_t)a->cfg->discovery.interval_ms * 1000000ull;
+		ts.tv_sec = (time_t)(until / 1000000000ull);
+		ts.tv_nsec = (long)(until % 1000000000ull);
+		pthread_mutex_lock(&a->discover_lock);
+		while (!atomic_load(&a->stop) &&
+		       pthread_cond_timedwait(&a->discover_wake, &a->discover_lock, &ts) == 0)
+			;
+		pthread_mutex_unlock(&a->discover_lock);
 	}
 	return NULL;
 }
@@ -2312,6 +2385,12 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	pthread_mutex_init(&a->unw_lock, NULL);
 	pthread_mutex_init(&a->win_lock, NULL);
 	pthread_mutex_init(&a->state_lock, NULL);
+	pthread_mutex_init(&a->discover_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->discover_wake, &ca);
+	pthread_condattr_destroy(&ca);
 	check_caps(a);
 	pp_refusal_env__read(&a->renv);
 	a->coll[COLL_CPU].state = a->cfg->cpu.enabled ? CS_OK : CS_DISABLED;
@@ -2514,6 +2593,9 @@ void pp_agent__stop(struct pp_agent *a)
 {
 	if (!a || atomic_exchange(&a->stop, true))
 		return;
+	pthread_mutex_lock(&a->discover_lock);
+	pthread_cond_broadcast(&a->discover_wake);
+	pthread_mutex_unlock(&a->discover_lock);
 	for (size_t i = 0; i < a->n_servers; i++)
 		pp_http_server__stop(a->servers[i]);
 	a->n_servers = 0;
@@ -2555,6 +2637,9 @@ void pp_agent__free(struct pp_agent *a)
 	pthread_mutex_destroy(&a->unw_lock);
 	pthread_mutex_destroy(&a->win_lock);
 	pthread_mutex_destroy(&a->state_lock);
+	pthread_mutex_destroy(&a->discover_lock);
+	pthread_cond_destroy(&a->discover_wake);
+	pp_pid_cache__free(a->pcache);
 	free(a->pend);
 	free(a);
 }
