@@ -2247,6 +2247,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->symiso_files_refused = is.files_refused;
 	m->symiso_requests = is.requests;
 	m->symiso_requests_lost = is.requests_refused;
+	m->symiso_idle_ends = is.idle_ends;
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
 	m->sigbus_repaired = pp_sigbus_guard_repaired();
@@ -2406,6 +2407,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.memory_mib = a->cfg->symbolizer.memory_mib,
 			.cpu_seconds = a->cfg->symbolizer.cpu_seconds,
 			.timeout_ms = a->cfg->symbolizer.timeout_ms,
+			.idle_seconds = a->cfg->symbolizer.idle_seconds,
 			.log_level = a->cfg->log.level,
 			.log_json = a->cfg->log.format == PP_LOG_JSON,
 		};

@@ -190,6 +190,7 @@ static const struct key_def config_keys[] = {
 	U("symbolizer.memory_mib", symbolizer.memory_mib, 16, 65536),
 	U("symbolizer.cpu_seconds", symbolizer.cpu_seconds, 10, 31536000),
 	U("symbolizer.timeout_ms", symbolizer.timeout_ms, 100, 600000),
+	U("symbolizer.idle_seconds", symbolizer.idle_seconds, 0, 86400),
 	E("log.level", log.level, level_vals),
 	E("log.format", log.format, format_vals),
 	U("log.memstats_interval_seconds", log.memstats_interval_seconds, 0, 86400),
@@ -1488,6 +1489,7 @@ struct pp_config *pp_config__new_default(void)
 	c->symbolizer.memory_mib = 192;
 	c->symbolizer.cpu_seconds = 86400;
 	c->symbolizer.timeout_ms = 30000;
+	c->symbolizer.idle_seconds = 30;
 	c->log.level = PP_LOG_INFO;
 	c->log.format = PP_LOG_TEXT;
 	c->log.memstats_interval_seconds = 60;

@@ -120,6 +120,7 @@ struct pp_config {
 		unsigned memory_mib; /* its RLIMIT_AS, default 192 (16..65536) */
 		unsigned cpu_seconds; /* its RLIMIT_CPU, default 86400; restarts at half */
 		unsigned timeout_ms; /* per request, default 30000 (100..600000) */
+		unsigned idle_seconds; /* helper ended after this long unused, default 30; 0 never */
 	} symbolizer;
 
 	struct {

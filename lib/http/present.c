@@ -270,6 +270,10 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		C("symbolizer_requests_lost_total",
 		  "Locations named file+offset: their file was refused or the helper was down.",
 		  m->symiso_requests_lost);
+		C("symbolizer_idle_ends_total",
+		  "Symbolizer helpers ended after symbolizer.idle_seconds without a request "
+		  "(their cache freed; the next new location starts one).",
+		  m->symiso_idle_ends);
 	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
 	C("symbol_dwarf_refused_total",

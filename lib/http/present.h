@@ -66,6 +66,7 @@ struct pp_metrics {
 	bool symiso; /* the symbolizer helper runs (symbolizer.isolate) */
 	uint64_t symiso_restarts, symiso_crashes, symiso_timeouts, symiso_files_refused;
 	uint64_t symiso_requests, symiso_requests_lost;
+	uint64_t symiso_idle_ends; /* helpers ended after symbolizer.idle_seconds unused */
 	uint64_t unwind_debug_refused, unwind_fd_budget, sigbus_repaired;
 	/* The collectors' states ("ok", "disabled", "unavailable"). Borrowed. */
 	const struct pp_http_collector *colls;

@@ -723,7 +723,10 @@ struct pp_symiso {
 	int fd;
 	_Atomic pid_t pid;
 	uint64_t started_ns, next_spawn_ns, backoff_ns;
+	uint64_t last_req_ns; /* the last request sent (or the start) */
 	bool started_once;
+	bool idle_ending; /* reap: the helper is ended for idleness, not a failure */
+	bool idle_ended; /* none runs because it was idle: the next request starts one */
 	struct pp_symiso_stats st; /* st.sym: the helpers that are gone, summed */
 	struct pp_symbolizer_stats cur; /* the running helper's, from its last answer */
 	struct refkey *refused;
@@ -791,10 +794,11 @@ static int spawn(struct pp_symiso *s)
 	close(sv[1]);
 	s->fd = sv[0];
 	atomic_store(&s->pid, pid);
-	s->started_ns = pp_now_mono_ns();
-	if (s->started_once)
+	s->started_ns = s->last_req_ns = pp_now_mono_ns();
+	if (s->started_once && !s->idle_ended)
 		s->st.restarts++;
 	s->started_once = true;
+	s->idle_ended = false;
 	/* it says when it is confined and serving (an exec or a confinement
 	 * that fails shows here, not as lost requests) */
 	uint64_t timeout_ms = s->o.timeout_ms ? s->o.timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -856,6 +860,13 @@ static enum end ended(struct pp_symiso *s, int status, bool killed)
 	s->st.sym.names_bounded += s->cur.names_bounded;
 	memset(&s->cur, 0, sizeof(s->cur));
 	uint64_t now = pp_now_mono_ns();
+	if (s->idle_ending) {
+		s->idle_ending = false;
+		s->idle_ended = true;
+		s->st.idle_ends++;
+		s->next_spawn_ns = now;
+		return END_RECYCLE;
+	}
 	if (e == END_RECYCLE) {
 		s->st.recycled++;
 		s->next_spawn_ns = now;
@@ -981,6 +992,7 @@ static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct ref
 			return -EIO;
 	}
 	s->st.requests++;
+	s->last_req_ns = pp_now_mono_ns();
 	uint64_t deadline = pp_now_mono_ns() + timeout_ns;
 	unsigned opens = 0;
 	uint8_t *rb = malloc(PP_SYMISO_MAX_MSG);
@@ -1131,9 +1143,16 @@ void pp_symiso__check(struct pp_symiso *s)
 		return; /* a request is under way: it finds out itself */
 	pid_t pid = atomic_load(&s->pid);
 	int status;
-	if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid)
+	if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
 		ended(s, status, false);
-	if (s->fd < 0)
+	} else if (pid > 0 && s->o.idle_seconds &&
+		   pp_now_mono_ns() - s->last_req_ns >=
+			   (uint64_t)s->o.idle_seconds * 1000000000ull) {
+		/* unused: its cache is memory the sidecar holds for nothing */
+		s->idle_ending = true;
+		reap(s, true);
+	}
+	if (s->fd < 0 && !s->idle_ended)
 		ensure(s);
 	publish(s);
 	pthread_mutex_unlock(&s->lock);

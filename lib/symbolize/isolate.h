@@ -61,6 +61,8 @@ struct pp_symiso_opts {
 	unsigned memory_mib; /* RLIMIT_AS of the helper; 0 = none */
 	unsigned cpu_seconds; /* RLIMIT_CPU of the helper; 0 = none */
 	unsigned timeout_ms; /* per request; 0 = 30000 */
+	unsigned idle_seconds; /* pp_symiso__check ends a helper unused this long (its cache
+				* with it); the next request starts one. 0 = never */
 	const char *exe; /* the podprof binary; NULL = /proc/self/exe */
 	int log_level; /* enum pp_log_level for the helper's stderr */
 	bool log_json; /* its lines in JSON (log.format) */
@@ -81,8 +83,9 @@ int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr,
 			   struct pp_sym_result *ret);
 
 /* Collects a helper that died between requests and starts the next one
- * (when the backoff allows); call it now and then. Never waits for a
- * request under way. */
+ * (when the backoff allows), or ends one unused for idle_seconds (the next
+ * request starts one); call it now and then. Never waits for a request
+ * under way. */
 void pp_symiso__check(struct pp_symiso *s);
 
 /* The helper's pid now (0 when none runs). */
@@ -96,6 +99,7 @@ struct pp_symiso_stats {
 	uint64_t files_refused; /* files remembered as killing the helper */
 	uint64_t requests_refused; /* requests answered without the helper (refused file, backoff) */
 	uint64_t recycled; /* helpers that restarted themselves at half their CPU budget */
+	uint64_t idle_ends; /* helpers ended after idle_seconds without a request */
 	struct pp_symbolizer_stats sym; /* the helpers' symbolizers, summed over restarts */
 };
 /* As of the last request or check: never waits for a request under way. */

@@ -241,5 +241,43 @@ def test_helper_hang():
     pp.stop()
 
 
+def no_helper(pp, timeout=20):
+    """True once podprof has no podprof-sym child left."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            helper_pid(pp, timeout=0.05)
+        except AssertionError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_helper_idle_end():
+    """symbolizer.idle_seconds: an unused helper ends (its cache freed, not
+    a crash nor a restart); the next new location starts another one, which
+    names it."""
+    wl, pp = start("--set", "symbolizer.idle_seconds=2")
+    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    spin_addrs = addresses(prof, r"/spin$")
+    check(spin_addrs, "no named location in spin")
+    check(no_helper(pp), "the helper is still there %ds after its last request" % 20)
+    m = pp.metrics()
+    check(m.get("podprof_symbolizer_idle_ends_total", 0) >= 1, "idle end not counted")
+    check(m.get("podprof_symbolizer_crashes_total", 0) == 0, "an idle end counted as a crash")
+    check(m.get("podprof_symbolizer_restarts_total", 0) == 0, "an idle end counted as a restart")
+    # /symbol goes through a new helper (the store's names are kept: it is
+    # asked anew only for what it has not named)
+    got = symbolize(pp, spin_addrs)
+    check(HOT & set(got.values()), "/symbol after the idle end: %r" % got)
+    h = helper_pid(pp)
+    check(status(h)["Seccomp"].strip() == "2", "the new helper has no seccomp filter")
+    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    check(HOT & named(prof), "no hot_* function named after the idle end")
+    check(pp.alive(), "podprof died")
+    pp.stop()
+    wl.kill()
+
+
 if __name__ == "__main__":
-    run([test_helper_confined, test_helper_crash, test_helper_hang])
+    run([test_helper_confined, test_helper_crash, test_helper_hang, test_helper_idle_end])
