@@ -58,8 +58,13 @@ int pp_maps__read(pid_t pid, struct pp_maps *ret);
  * whole), and only so much of it: a target can map hundreds of thousands
  * of areas. What lies past either cap is left out (the lowest addresses
  * are kept); a cut read succeeds with truncated set. */
-#define PP_MAPS_KEEP 65536u /* entries kept */
-#define PP_MAPS_READ_BYTES ((size_t)16 << 20) /* bytes read */
+#define PP_MAPS_KEEP 65536u /* entries kept, by default */
+#define PP_MAPS_READ_BYTES ((size_t)16 << 20) /* bytes read, by default */
+/* Sets the caps process-wide (config limits.max_maps_entries and
+ * limits.max_maps_bytes, at start); 0 leaves a cap as it is. Entries are
+ * capped at PP_MAPS_MAX. */
+void pp_maps__set_caps(size_t entries, size_t bytes);
+void pp_maps__caps(size_t *entries, size_t *bytes);
 
 struct pp_maps_read_info {
 	size_t bytes; /* bytes read */
