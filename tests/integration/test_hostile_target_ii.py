@@ -238,5 +238,88 @@ def test_fd_budget():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_maps_caps_configured():
+    """limits.max_maps_entries and limits.max_maps_bytes set the maps read
+    caps: a target with ~4,000 mappings (far under the defaults) is cut at
+    1,000 entries, or at 64 KiB of text, counted and logged with the caps."""
+    n = 4000
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        path = os.path.join(d, "mapped")
+        with open(path, "wb") as f:
+            f.truncate(n * 4096)
+        wl = Workload([sys.executable, "-c", MAPPER, path, str(n)])
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        with open("/proc/%d/maps" % wl.pid, "rb") as f:
+            text = f.read()
+        check(text.count(b"\n") > 3000 and len(text) > (256 << 10),
+              "the mapper made only %d mappings, %d bytes" % (text.count(b"\n"), len(text)))
+        for key, val, rx in (("limits.max_maps_entries", "1000",
+                              r"maps cut after 1000 entries, \d+ bytes \(caps: 1000 entries"),
+                             ("limits.max_maps_bytes", "64KiB",
+                              r"maps cut after \d+ entries, (\d+) bytes \(caps: \d+ entries, "
+                              r"65536 bytes")):
+            pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                         "--set", "%s=%s" % (key, val))
+            try:
+                pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+                line = pp.wait_log(rx, timeout=10)
+                m = re.search(r"(\d+) bytes \(caps", line)
+                check(int(m.group(1)) <= 65536 or key != "limits.max_maps_bytes",
+                      "read %s bytes past the 64 KiB cap" % m.group(1))
+                time.sleep(0.5)  # more discovery passes: still logged once
+                check(len([l for l in pp.lines if "maps cut after" in l]) == 1,
+                      "%s: not logged once" % key)
+                met = pp.metrics()
+                check(met.get("podprof_maps_truncated_total", 0) >= 1, "%s: cut not counted" % key)
+                check(met.get("podprof_targets") == 1, "%s: target lost" % key)
+            finally:
+                pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_fd_budget_configured():
+    """limits.max_target_fds sets the unwinder's budget: 40 distinct
+    executable files (80 fds, under the default 256) with a budget of 32."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    nfiles, budget = 40, 32
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        paths = []
+        for i in range(nfiles):
+            p = os.path.join(d, "lib%03d.so" % i)
+            shutil.copy(lib, p)
+            paths.append(p)
+        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                     "--set", "limits.max_target_fds=%d" % budget)
+        pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+        prof = pp.profile("/debug/pprof/profile?seconds=2")
+        fdd = "/proc/%d/fd" % pp.p.pid
+        held = 0
+        for fd in os.listdir(fdd):
+            try:
+                held += os.readlink(os.path.join(fdd, fd)).startswith(d + "/")
+            except OSError:
+                pass
+        print("podprof holds %d fds on the %d files mapped (budget %d)"
+              % (held, nfiles, budget), file=sys.stderr)
+        check(sum(s["values"][0] for s in prof["samples"]) > 0, "no samples of the target")
+        check(0 < held <= budget, "podprof holds %d fds on the target's files (budget %d)"
+              % (held, budget))
+        pp.wait_log(r"fd budget \(%d fds" % budget, timeout=10)
+        m = pp.metrics()
+        check(m.get("podprof_unwind_fd_budget_total", 0) >= 1, "budget hit not counted")
+        check(m.get("podprof_targets") == 1, "target lost")
+        pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget])
+    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget,
+         test_maps_caps_configured, test_fd_budget_configured])
