@@ -182,7 +182,7 @@ struct pp_agent {
 	bool target_read_logged;
 	/* refusals of hostile target files, logged once each (counted in /metrics) */
 	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
-	bool logged_fd_budget;
+	bool logged_fd_budget, logged_open_budget;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
@@ -946,6 +946,14 @@ static void log_refusals(struct pp_agent *a)
 			"two per file: limits.max_target_fds) allows: the files past it get no "
 			"CFI, frame pointers only (counted in podprof_unwind_fd_budget_total)",
 			pp_unwind__fd_budget());
+	}
+	if (pp_open_budget__hits() && !a->logged_open_budget) {
+		a->logged_open_budget = true;
+		pp_warn("a target maps more files than podprof opens for it in one pass (%u: "
+			"limits.max_target_fds): the files past it get no build id, allocator "
+			"search or heap agent redirection in that pass (counted in "
+			"podprof_target_open_budget_total)",
+			a->cfg->limits.max_target_fds);
 	}
 	if (sb && !a->logged_sigbus) {
 		a->logged_sigbus = true;
@@ -2104,6 +2112,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	pp_symbolizer__stats(a->sym, &m->sym);
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
+	m->open_budget = pp_open_budget__hits();
 	m->sigbus_repaired = pp_sigbus_guard_repaired();
 	m->n_colls = src_collectors(sc, colls, ARRAY_SIZE(colls));
 	m->colls = colls;
@@ -2238,6 +2247,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	/* Process-wide caps on what one target makes podprof read and hold. */
 	pp_maps__set_caps(a->cfg->limits.max_maps_entries, a->cfg->limits.max_maps_bytes);
 	pp_unwind__set_fd_budget(a->cfg->limits.max_target_fds);
+	pp_proc__set_open_budget(a->cfg->limits.max_target_fds);
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->snapshot_lock, NULL);
 	pthread_mutex_init(&a->unw_lock, NULL);

@@ -64,6 +64,7 @@ struct pp_metrics {
 	struct pp_offcpu_stats offcpu;
 	struct pp_symbolizer_stats sym;
 	uint64_t unwind_debug_refused, unwind_fd_budget, sigbus_repaired;
+	uint64_t open_budget; /* passes cut by a target's open budget */
 	/* The collectors' states ("ok", "disabled", "unavailable"). Borrowed. */
 	const struct pp_http_collector *colls;
 	size_t n_colls;

@@ -681,6 +681,38 @@ int pp_proc__open_mapped(pid_t pid, const struct pp_map *m)
 	return pp_proc__open_mapped_ex(pid, m, 0);
 }
 
+static _Atomic unsigned open_budget = PP_OPEN_BUDGET;
+static _Atomic uint64_t open_budget_hits;
+
+void pp_proc__set_open_budget(unsigned opens)
+{
+	if (opens)
+		atomic_store(&open_budget, opens);
+}
+
+void pp_open_budget__init(struct pp_open_budget *b)
+{
+	b->left = atomic_load(&open_budget);
+	b->spent = false;
+}
+
+bool pp_open_budget__take(struct pp_open_budget *b)
+{
+	if (b->left) {
+		b->left--;
+		return true;
+	}
+	if (!b->spent)
+		atomic_fetch_add(&open_budget_hits, 1);
+	b->spent = true;
+	return false;
+}
+
+uint64_t pp_open_budget__hits(void)
+{
+	return atomic_load(&open_budget_hits);
+}
+
 int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)
 {
 	char path[PATH_MAX + 64];

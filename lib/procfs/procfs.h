@@ -91,6 +91,28 @@ void pp_maps__free(struct pp_maps *maps);
 int pp_proc__open_mapped(pid_t pid, const struct pp_map *m);
 
 /*
+ * Files one target makes podprof open in one pass outside the unwinder (the
+ * store's build-id reads, the heap tracer's allocator search): a target
+ * mapping thousands of distinct files must not cost thousands of opens a
+ * pass. Files past the budget are skipped (no build id; not searched for
+ * malloc). The budget is process-wide, PP_OPEN_BUDGET by default, set at
+ * start from config limits.max_target_fds (0 leaves it as it is).
+ */
+#define PP_OPEN_BUDGET 256u
+void pp_proc__set_open_budget(unsigned opens);
+struct pp_open_budget {
+	unsigned left;
+	bool spent; /* a file was skipped */
+};
+/* A pass's budget, full. */
+void pp_open_budget__init(struct pp_open_budget *b);
+/* Takes one open: false (and the first time in this pass, one count in
+ * pp_open_budget__hits) when the budget is spent. */
+bool pp_open_budget__take(struct pp_open_budget *b);
+/* Passes cut by their budget, since start (process-wide). */
+uint64_t pp_open_budget__hits(void);
+
+/*
  * Same resolution but returns a path that the kernel can follow for this
  * inode ("/proc/PID/map_files/..." or "/proc/PID/root/..."), for uprobe
  * attachment. Writes into buf (size n).

@@ -292,8 +292,10 @@ static const struct st_bid *proc_build_id(struct st_proc *p, const struct pp_map
 static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
 {
 	struct st_bid *b = calloc(maps->n ? maps->n : 1, sizeof(*b));
+	struct pp_open_budget budget;
 	if (!b)
 		return NULL;
+	pp_open_budget__init(&budget); /* files past it: no build id */
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct pp_map *m = &maps->v[i];
 		b[i].tried = true;
@@ -311,7 +313,7 @@ static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
 			b[i] = b[j];
 			continue;
 		}
-		int fd = pp_proc__open_mapped(pid, m);
+		int fd = pp_open_budget__take(&budget) ? pp_proc__open_mapped(pid, m) : -EMFILE;
 		if (fd >= 0) {
 			size_t len = 0;
 			if (pp_buildid__from_fd(fd, b[i].id, &len) == 0)

@@ -5,6 +5,7 @@ huge maps files, thread dumps of many threads, the per-target fd budget."""
 import os
 import re
 import shutil
+import struct
 import sys
 import subprocess
 import tempfile
@@ -320,6 +321,88 @@ def test_fd_budget_configured():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def count_opens(d, seconds):
+    """Opens of files in directory d by anyone during the next `seconds`
+    (inotify IN_OPEN on d)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    check(fd >= 0, "inotify_init1: %d" % ctypes.get_errno())
+    try:
+        check(libc.inotify_add_watch(fd, d.encode(), 0x20) >= 0,  # IN_OPEN
+              "inotify_add_watch: %d" % ctypes.get_errno())
+        n, names, deadline = 0, set(), time.time() + seconds
+        while time.time() < deadline:
+            time.sleep(0.05)
+            try:
+                buf = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            off = 0
+            while off + 16 <= len(buf):
+                _wd, mask, _cookie, ln = struct.unpack_from("iIII", buf, off)
+                if mask & 0x20:
+                    n += 1
+                    names.add(buf[off + 16:off + 16 + ln].rstrip(b"\0"))
+                off += 16 + ln
+        return n, len(names)
+    finally:
+        os.close(fd)
+
+
+def test_open_budget():
+    """A target mapping 300 distinct executable files: before, podprof
+    opened every one to read its build id when it registered the target,
+    and every one again to scan it for allocator slots when it injected
+    the heap agent (600+ opens), whatever the unwinder's budget. Now each
+    of these opens at most limits.max_target_fds files a pass; the cut is
+    counted and logged once."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    nfiles, budget = 300, 32
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        paths = []
+        for i in range(nfiles):
+            p = os.path.join(d, "lib%03d.so" % i)
+            shutil.copy(lib, p)
+            paths.append(p)
+        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        # The mapper opens nothing more: every open from now on is podprof's.
+        import threading
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=count_opens(d, 6.0)))
+        t.start()
+        time.sleep(0.3)
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                     "--set", "limits.max_target_fds=%d" % budget)
+        try:
+            pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+            t.join()
+            opens, distinct = res["r"]
+            print("podprof opened the target's files %d times (%d distinct of %d; budget %d)"
+                  % (opens, distinct, nfiles, budget), file=sys.stderr)
+            # Each consumer opens at most a budget's worth a pass: build ids,
+            # the allocator search, the agent's slot scan at injection and
+            # its rescan at patching (each + the executable and allocator),
+            # the unwinder (two fds a file); the symbolizer opens only files
+            # with samples. Unbounded, every file was opened (600+ opens).
+            check(distinct < nfiles // 2 and opens <= 6 * budget,
+                  "podprof opened the target's files %d times (%d distinct of %d) in its "
+                  "first seconds; budget %d a pass" % (opens, distinct, nfiles, budget))
+            pp.wait_log(r"opens for it in one pass \(%d" % budget, timeout=10)
+            check(len([l for l in pp.lines if "opens for it in one pass" in l]) == 1,
+                  "not logged once")
+            m = pp.metrics()
+            check(m.get("podprof_target_open_budget_total", 0) >= 1, "cut not counted")
+            check(m.get("podprof_targets") == 1, "target lost")
+        finally:
+            pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget,
-         test_maps_caps_configured, test_fd_budget_configured])
+         test_maps_caps_configured, test_fd_budget_configured, test_open_budget])
