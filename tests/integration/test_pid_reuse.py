@@ -14,6 +14,7 @@ import sys
 import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, write_tmp
+from test_hostile_target import spawn_with_pid
 
 SITES = os.environ.get("WL_HEAP_SITES")
 RATE = 65536
@@ -150,6 +151,43 @@ def test_heap_live_not_inherited():
         os.unlink(cfg)
 
 
+NAPPER = "import time\nwhile True:\n    time.sleep(0.001)\n"
+
+
+def test_offcpu_not_inherited():
+    """The off-CPU tracer keeps its targets by pid in BPF. The target exits
+    and a process that is no target gets its pid and blocks ~1,000 times a
+    second (1 ms sleeps, over offcpu.min_block_us) before the next discovery
+    pass: none of its blocking may land in the block profile."""
+    wl = Workload([sys.executable, "-c", NAPPER], wait_line=False)
+    pid = wl.pid
+    pp = Podprof("--pid", str(pid), "--set", "discovery.interval_ms=60000",
+                 "--set", "heap.enabled=false", "--set", "offcpu.always_on=true")
+    try:
+        pp.wait_log(r"target: pid %d \(python" % pid, timeout=30)
+        # The same napper as the target: its blocking is recorded.
+        prof = pp.profile("/debug/pprof/block?seconds=1")
+        n0 = sum(s["values"][0] for s in prof["samples"])
+        check(n0 > 0, "the target's blocking was not recorded")
+        wl.kill()
+        wl2 = spawn_with_pid([sys.executable, "-c", NAPPER], pid)
+        if wl2 is None:
+            raise Skip("pid %d not had again" % pid)
+        time.sleep(0.2)
+        prof = pp.profile("/debug/pprof/block?seconds=2")
+        n = sum(s["values"][0] for s in prof["samples"])
+        print("block profile: %d contentions of the target in 1 s, %d in 2 s once pid %d was "
+              "reused" % (n0, n, pid), file=sys.stderr)
+        check(n == 0, "%d blocking events of the process that reused pid %d were recorded"
+              % (n, pid))
+        check(pp.metrics().get("podprof_offcpu_exited_targets_total", 0) >= 1,
+              "the exit is not counted")
+        check(wl2.alive(), "the napper died")
+        wl2.kill()
+    finally:
+        pp.stop()
+
+
 if __name__ == "__main__":
     run([test_heap_uprobe_not_inherited, test_heap_agent_not_inherited,
-         test_heap_live_not_inherited])
+         test_heap_live_not_inherited, test_offcpu_not_inherited])
