@@ -45,8 +45,11 @@ class Podprof:
         for s in settings:
             args += ["--set", s]
         self.args = args
+        # PODPROF_SET is the bench scripts' knob, not podprof's: podprof
+        # refuses unknown PODPROF_* variables.
+        env = {k: v for k, v in os.environ.items() if k != "PODPROF_SET"}
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     text=True)
+                                     text=True, env=env)
         self.log = []
         self._attached = threading.Event()
         self._serving = threading.Event()
@@ -78,16 +81,7 @@ class Podprof:
 
     def metrics(self):
         """/metrics as {name or name{labels}: float}."""
-        out = {}
-        for line in self.get("/metrics").decode().splitlines():
-            if not line or line.startswith("#"):
-                continue
-            k, _, v = line.rpartition(" ")
-            try:
-                out[k] = float(v)
-            except ValueError:
-                pass
-        return out
+        return parse_metrics(self.get("/metrics"))
 
     def wait_warm(self, idle=0.02, interval=0.5, timeout=15.0):
         """Wait until podprof is warm: attached, injected, symbols loaded,
@@ -114,6 +108,20 @@ class Podprof:
                 self.proc.wait()
         self._reader.join(timeout=5)
         return self.proc.returncode
+
+
+def parse_metrics(body):
+    """Prometheus text (bytes) as {name or name{labels}: float}."""
+    out = {}
+    for line in body.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        k, _, v = line.rpartition(" ")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            pass
+    return out
 
 
 def median(xs):
@@ -156,3 +164,17 @@ def machine_line():
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def start_redis():
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--daemonize", "no",
+                          "--logfile", ""], stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return p, port
+        time.sleep(0.05)
+    p.kill()
+    raise RuntimeError("redis-server did not start")

@@ -27,10 +27,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, free_port, loadavg, machine_line, median, prioritize  # noqa: E402
+from benchlib import (Podprof, loadavg, machine_line, median, prioritize,  # noqa: E402
+                      start_redis)
 
 NICE = prioritize()
 build = sys.argv[1] if len(sys.argv) > 1 else "build-bench"
@@ -45,20 +45,6 @@ def calls(pp, pid):
         if m:
             out[m.group(1)] = v
     return out
-
-
-def start_redis():
-    port = free_port()
-    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                          "--save", "", "--appendonly", "no", "--daemonize", "no",
-                          "--logfile", ""], stdout=subprocess.DEVNULL)
-    for _ in range(100):
-        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
-        if r.stdout.strip() == "PONG":
-            return p, port
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def measure(pid, load):

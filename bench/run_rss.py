@@ -106,6 +106,45 @@ def table(pid, title):
         for m in big))
 
 
+def kb(pid, field, f="status"):
+    with open("/proc/%d/%s" % (pid, f)) as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def children(pid):
+    """pid's child processes (the symbolizer helper): they are in the
+    sidecar's memory cgroup too."""
+    out = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def sidecar_line(pid):
+    """The sidecar's processes: VmRSS each, and the sum of their Pss (pages
+    they share, podprof's code and libraries, counted once, as the memory
+    cgroup charges them)."""
+    parts, pss = [("podprof", kb(pid, "VmRSS"))], kb(pid, "Pss", "smaps_rollup")
+    for k in children(pid):
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                helper = b"--symbolizer-helper" in f.read()
+            parts.append(("symbolizer helper" if helper else "child %d" % k, kb(k, "VmRSS")))
+            pss += kb(k, "Pss", "smaps_rollup")
+        except OSError:
+            pass
+    print("\nsidecar: %s; VmRSS sum %.1f MiB, Pss sum %.1f MiB" %
+          (", ".join("%s VmRSS %d kB" % p for p in parts), sum(p[1] for p in parts) / 1024,
+           pss / 1024))
+
+
 def main():
     port = free_port()
     rs = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
@@ -133,10 +172,12 @@ def main():
         pp.get("/debug/pprof/goroutine?debug=2")
         m = pp.metrics()
         table(pp.pid, "podprof under load (after a %d s CPU window)" % max(seconds - 2, 1))
+        sidecar_line(pp.pid)
         load.terminate()
         load.wait()
         time.sleep(5)
         table(pp.pid, "podprof 5 s after the load stopped")
+        sidecar_line(pp.pid)
         words = ("resident", "symbol", "lost", "drop", "samples_total", "events_total")
         print("\nmetrics: " + ", ".join("%s=%g" % (k, v) for k, v in sorted(m.items())
                                         if any(w in k for w in words)))

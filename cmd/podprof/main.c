@@ -26,6 +26,7 @@
 #include "agent/agent.h"
 #include "config/config.h"
 #include "podprof-config.h"
+#include "symbolize/isolate.h"
 #include "util/caps.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -530,6 +531,9 @@ int main(int argc, char **argv)
 	struct pp_config *cfg = NULL;
 	char *token = NULL;
 
+	/* The isolated symbolizer: podprof executed again by itself (hidden mode). */
+	if (argc > 1 && !strcmp(argv[1], PP_SYMISO_HELPER_ARG))
+		return pp_symiso__helper_main(argc, argv);
 	malloc_setup();
 	if (argc > 1 && !strcmp(argv[1], "check-config"))
 		return cmd_check_config(argc - 1, argv + 1);

@@ -21,6 +21,7 @@
 #include "procfs/procfs.h"
 #include "refusal.h"
 #include "store/store.h"
+#include "symbolize/isolate.h"
 #include "symbolize/symbolize.h"
 #include "threads/threads.h"
 #include "unwind/unwind.h"
@@ -127,6 +128,8 @@ struct pp_agent {
 	uint64_t start_ns;
 
 	struct pp_symbolizer *sym;
+	struct pp_symiso *iso; /* NULL: target files parsed in-process (symbolizer.isolate) */
+	bool logged_iso_crash, logged_iso_timeout, logged_iso_refused;
 	struct pp_store *store;
 	struct pp_cpu_sampler *cpu;
 	struct pp_heap_tracer *heap;
@@ -188,6 +191,10 @@ struct pp_agent {
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
 	uint64_t last_trim_ns; /* discovery thread only */
+	/* Verdicts on processes seen by discovery (pidcache.c); under discover_lock */
+	struct pp_pid_cache *pcache;
+	pthread_mutex_t discover_lock;
+	pthread_cond_t discover_wake; /* CLOCK_MONOTONIC; signalled by stop */
 	bool caps_bpf, caps_perfmon, caps_ptrace;
 	pthread_mutex_t state_lock; /* coll[]; a leaf lock */
 	struct coll_status coll[COLL__COUNT];
@@ -591,7 +598,8 @@ static int select_group(struct pp_agent *a, const struct pp_proc_info *info)
 {
 	if (info->kernel_thread)
 		return -1;
-	if (info->pid == a->self && !a->cfg->discovery.include_self)
+	if ((info->pid == a->self || (a->iso && info->pid == pp_symiso__pid(a->iso))) &&
+	    !a->cfg->discovery.include_self)
 		return -1;
 	if (a->cfg->n_targets == 0) {
 		if (!infra_process(info))
@@ -928,6 +936,48 @@ static void target_read_error(struct pp_agent *a, pid_t pid, int err)
 			strerror(-err));
 }
 
+/* The store's symbolization through the isolated helper (kernel symbols stay here). */
+static int iso_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symiso__resolve(a->iso, pid, m, build_id, build_id_len, addr, ret);
+}
+
+static int iso_resolve_kernel(void *ctx, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symbolizer__resolve_kernel(a->sym, addr, ret);
+}
+
+static int iso_resolve_jit(void *ctx, pid_t pid, uint64_t addr, struct pp_sym_result *ret)
+{
+	struct pp_agent *a = ctx;
+	return pp_symiso__resolve_jit(a->iso, pid, addr, ret);
+}
+
+static const struct pp_store_sym_ops iso_ops = {
+	.resolve = iso_resolve,
+	.resolve_kernel = iso_resolve_kernel,
+	.resolve_jit = iso_resolve_jit,
+};
+
+/* The symbolizer's counters: this process's plus the isolated helper's. */
+static void sym_stats(struct pp_agent *a, struct pp_symbolizer_stats *sy,
+		      struct pp_symiso_stats *is)
+{
+	pp_symbolizer__stats(a->sym, sy);
+	pp_symiso__stats(a->iso, is);
+	sy->files_loaded += is->sym.files_loaded;
+	sy->files_evicted += is->sym.files_evicted;
+	sy->files_failed += is->sym.files_failed;
+	sy->cache_bytes += is->sym.cache_bytes;
+	sy->lookups += is->sym.lookups;
+	sy->jit_reloads_deferred += is->sym.jit_reloads_deferred;
+	sy->dwarf_refused += is->sym.dwarf_refused;
+	sy->names_bounded += is->sym.names_bounded;
+}
+
 /* One log line the first time each kind of hostile-file refusal happens. */
 static void log_refusals(struct pp_agent *a)
 {
@@ -962,7 +1012,26 @@ static void log_refusals(struct pp_agent *a)
 	}
 	if (!a->sym)
 		return;
-	pp_symbolizer__stats(a->sym, &sy);
+	struct pp_symiso_stats is;
+	pp_symiso__check(a->iso);
+	sym_stats(a, &sy, &is);
+	if (is.crashes - is.timeouts && !a->logged_iso_crash) {
+		a->logged_iso_crash = true;
+		pp_warn("symbolize: the symbolizer helper died; restarted, with a backoff when it "
+			"keeps dying (counted in podprof_symbolizer_restarts_total)");
+	}
+	if (is.timeouts && !a->logged_iso_timeout) {
+		a->logged_iso_timeout = true;
+		pp_warn("symbolize: the symbolizer helper did not answer within "
+			"symbolizer.timeout_ms: killed and restarted (counted in "
+			"podprof_symbolizer_timeouts_total)");
+	}
+	if (is.files_refused && !a->logged_iso_refused) {
+		a->logged_iso_refused = true;
+		pp_warn("symbolize: a file hung or killed the symbolizer helper: it is not parsed "
+			"again, its locations are named file+offset (counted in "
+			"podprof_symbolizer_files_refused_total)");
+	}
 	if (sy.dwarf_refused && !a->logged_dwarf_refused) {
 		a->logged_dwarf_refused = true;
 		pp_warn("symbolize: a file's DWARF would take over half of "
@@ -977,7 +1046,60 @@ static void log_refusals(struct pp_agent *a)
 	}
 }
 
+/* Processes remembered by discovery (pidcache.c), and how often each is
+ * read in full anyway (passes). */
+#define PCACHE_MAX 65536
+#define PCACHE_REFRESH_PASSES 30
+
+/*
+ * A selector on cmdline can match a process later without an exec (a
+ * process rewriting its argv: setproctitle): then every process is read in
+ * full each pass, as before the cache.
+ */
+static bool pcache_usable(const struct pp_agent *a)
+{
+	for (size_t i = 0; i < a->cfg->n_targets; i++)
+		if (a->cfg->targets[i].cmdline)
+			return false;
+	return true;
+}
+
+/*
+ * A process discovery saw before and did not select: only its stat and exe
+ * were read this pass. Still a child of a target (adopted into its group
+ * below)? Then it is read in full.
+ */
+static bool still_left_out(struct pp_agent *a, const struct pp_proc_info *ident)
+{
+	int verdict;
+
+	if (!a->pcache || !pp_pid_cache__lookup(a->pcache, ident, &verdict) || verdict >= 0)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	bool parent = target_find(a, ident->ppid) != NULL;
+	pthread_mutex_unlock(&a->lock);
+	return !parent;
+}
+
+static void discover_locked(struct pp_agent *a);
+
 static void discover(struct pp_agent *a)
+{
+	pthread_mutex_lock(&a->discover_lock);
+	if (!a->pcache && pcache_usable(a))
+		a->pcache = pp_pid_cache__new(PCACHE_MAX, PCACHE_REFRESH_PASSES);
+	discover_locked(a);
+	pp_pid_cache__end_pass(a->pcache);
+	pthread_mutex_unlock(&a->discover_lock);
+}
+
+/*
+ * One pass over /proc. A process is read in full (stat, exe, cmdline,
+ * cgroup, mountinfo) when discovery has not seen it as it is now (see
+ * pp_pid_cache); otherwise stat and exe tell whether it is the same process
+ * (start time), exec'd (exe, comm) or renamed, which is all a pass needs.
+ */
+static void discover_locked(struct pp_agent *a)
 {
 	pid_t *pids = NULL;
 	size_t n = 0;
@@ -995,7 +1117,7 @@ static void discover(struct pp_agent *a)
 	bool read_failed = false;
 	for (size_t i = 0; i < n && !atomic_load(&a->stop); i++) {
 		struct pp_proc_info info = { 0 };
-		r = pp_proc__read_info(pids[i], &info);
+		r = pp_proc__read_ident(pids[i], &info);
 		if (r == -ESRCH || r == -ENOENT)
 			continue; /* gone */
 		if (r < 0) {
@@ -1030,7 +1152,14 @@ static void discover(struct pp_agent *a)
 		pthread_mutex_unlock(&a->lock);
 
 		if (!known) {
+			if (still_left_out(a, &info)) {
+				pp_proc_info__free(&info);
+				continue;
+			}
+			pp_proc__read_extra(info.pid, &info);
 			group = select_group(a, &info);
+			if (a->pcache)
+				pp_pid_cache__store(a->pcache, &info, group);
 			if (group < 0) {
 				/* Children of targets belong to their parent's entry. */
 				pthread_mutex_lock(&a->lock);
@@ -1069,6 +1198,7 @@ static void discover(struct pp_agent *a)
 			if (h && (h != old_hash || exec_changed)) {
 				bool heap_patch = false;
 
+				pp_proc__read_extra(info.pid, &info);
 				register_process(a, &info, group, &h);
 				pthread_mutex_lock(&a->lock);
 				t = target_find(a, info.pid);
@@ -1184,9 +1314,17 @@ static void *discovery_main(void *arg)
 			a->last_trim_ns = now;
 			malloc_trim(0);
 		}
-		for (unsigned w = 0; w < a->cfg->discovery.interval_ms && !atomic_load(&a->stop);
-		     w += 50)
-			sleep_ms(50);
+		/* One wakeup per pass (stop signals the condition), not one per 50 ms. */
+		struct timespec ts;
+		uint64_t until =
+			pp_now_mono_ns() + (uint64_t)a->cfg->discovery.interval_ms * 1000000ull;
+		ts.tv_sec = (time_t)(until / 1000000000ull);
+		ts.tv_nsec = (long)(until % 1000000000ull);
+		pthread_mutex_lock(&a->discover_lock);
+		while (!atomic_load(&a->stop) &&
+		       pthread_cond_timedwait(&a->discover_wake, &a->discover_lock, &ts) == 0)
+			;
+		pthread_mutex_unlock(&a->discover_lock);
 	}
 	return NULL;
 }
@@ -1557,7 +1695,9 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
 		struct pp_sym_result res = { 0 };
 		bool ok = false;
 		if (m && m->path && !m->special)
-			ok = pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr, &res) == 0 &&
+			ok = (a->iso ? pp_symiso__resolve(a->iso, pid, m, NULL, 0, addr, &res)
+				     : pp_symbolizer__resolve(a->sym, pid, m, NULL, 0, addr,
+							      &res)) == 0 &&
 			     res.n > 0;
 		pp_present__dump_frame(out, addr, ok ? &res : NULL, ok ? m->path : NULL);
 		pp_sym_result__free(&res);
@@ -2109,7 +2249,15 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	for (int c = 0; c < COLL__COUNT; c++)
 		if (a->colls[c].ops->stats)
 			a->colls[c].ops->stats(a, m);
-	pp_symbolizer__stats(a->sym, &m->sym);
+	struct pp_symiso_stats is;
+	sym_stats(a, &m->sym, &is);
+	m->symiso = a->iso != NULL;
+	m->symiso_restarts = is.restarts;
+	m->symiso_crashes = is.crashes;
+	m->symiso_timeouts = is.timeouts;
+	m->symiso_files_refused = is.files_refused;
+	m->symiso_requests = is.requests;
+	m->symiso_requests_lost = is.requests_refused;
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
 	m->open_budget = pp_open_budget__hits();
@@ -2253,6 +2401,12 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 	pthread_mutex_init(&a->unw_lock, NULL);
 	pthread_mutex_init(&a->win_lock, NULL);
 	pthread_mutex_init(&a->state_lock, NULL);
+	pthread_mutex_init(&a->discover_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->discover_wake, &ca);
+	pthread_condattr_destroy(&ca);
 	check_caps(a);
 	pp_refusal_env__read(&a->renv);
 	a->coll[COLL_CPU].state = a->cfg->cpu.enabled ? CS_OK : CS_DISABLED;
@@ -2262,12 +2416,29 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 
 	struct pp_symbolizer_opts so = { .cache_bytes = a->cfg->limits.symbol_cache_bytes };
 	a->sym = pp_symbolizer__new(&so);
+	if (a->cfg->symbolizer.isolate) {
+		struct pp_symiso_opts io = {
+			.cache_bytes = a->cfg->limits.symbol_cache_bytes,
+			.memory_mib = a->cfg->symbolizer.memory_mib,
+			.cpu_seconds = a->cfg->symbolizer.cpu_seconds,
+			.timeout_ms = a->cfg->symbolizer.timeout_ms,
+			.log_level = a->cfg->log.level,
+			.log_json = a->cfg->log.format == PP_LOG_JSON,
+		};
+		a->iso = pp_symiso__new(&io);
+		if (!a->iso)
+			pp_warn("symbolize: cannot start the symbolizer helper (%s): target files "
+				"are parsed in podprof itself",
+				strerror(errno));
+	}
 	struct pp_store_opts sto = {
 		.max_stacks = a->cfg->limits.max_stacks,
 		.max_live = a->cfg->heap.max_live,
 		.max_procs = a->cfg->limits.max_targets * 4 + 64,
 		.heap_sample_rate = a->cfg->heap.sample_rate,
 		.cpu_period_ns = 1000000000ull / a->cfg->cpu.frequency_hz,
+		.sym_ops = a->iso ? &iso_ops : NULL,
+		.sym_ctx = a,
 	};
 	a->store = pp_store__new(&sto, a->sym);
 	if (!a->sym || !a->store) {
@@ -2438,6 +2609,9 @@ void pp_agent__stop(struct pp_agent *a)
 {
 	if (!a || atomic_exchange(&a->stop, true))
 		return;
+	pthread_mutex_lock(&a->discover_lock);
+	pthread_cond_broadcast(&a->discover_wake);
+	pthread_mutex_unlock(&a->discover_lock);
 	for (size_t i = 0; i < a->n_servers; i++)
 		pp_http_server__stop(a->servers[i]);
 	a->n_servers = 0;
@@ -2471,6 +2645,7 @@ void pp_agent__free(struct pp_agent *a)
 	pp_heap_tracer__free(a->heap);
 	pp_offcpu__free(a->offcpu);
 	pp_store__free(a->store);
+	pp_symiso__free(a->iso);
 	pp_symbolizer__free(a->sym);
 	pp_config__free(a->cfg);
 	pthread_mutex_destroy(&a->lock);
@@ -2478,6 +2653,9 @@ void pp_agent__free(struct pp_agent *a)
 	pthread_mutex_destroy(&a->unw_lock);
 	pthread_mutex_destroy(&a->win_lock);
 	pthread_mutex_destroy(&a->state_lock);
+	pthread_mutex_destroy(&a->discover_lock);
+	pthread_cond_destroy(&a->discover_wake);
+	pp_pid_cache__free(a->pcache);
 	free(a->pend);
 	free(a);
 }

@@ -194,6 +194,10 @@ static const struct key_def config_keys[] = {
 	  .max = 256 * MIB,
 	  .sizes = true },
 	U("limits.max_target_fds", limits.max_target_fds, 4, 65536),
+	B("symbolizer.isolate", symbolizer.isolate),
+	U("symbolizer.memory_mib", symbolizer.memory_mib, 16, 65536),
+	U("symbolizer.cpu_seconds", symbolizer.cpu_seconds, 10, 31536000),
+	U("symbolizer.timeout_ms", symbolizer.timeout_ms, 100, 600000),
 	E("log.level", log.level, level_vals),
 	E("log.format", log.format, format_vals),
 	U("log.memstats_interval_seconds", log.memstats_interval_seconds, 0, 86400),
@@ -218,8 +222,8 @@ static const struct key_def target_keys[] = {
 #undef U
 #undef E
 
-static const char *const sections[] = { "discovery", "cpu",  "heap",   "offcpu",
-					"threads",   "http", "limits", "log" };
+static const char *const sections[] = { "discovery", "cpu",    "heap",	     "offcpu", "threads",
+					"http",	     "limits", "symbolizer", "log" };
 
 /* ------------------------------------------------------------ helpers -- */
 
@@ -1409,7 +1413,7 @@ static int walk_root(struct ctx *x, struct pp_config *c, const struct node *root
 			return unknown_key(x, key, cands, nc,
 					   "listen, targets, discovery, cpu, heap, offcpu, "
 					   "threads, "
-					   "http, limits, log");
+					   "http, limits, symbolizer, log");
 		}
 		if (seen[ki])
 			return dup_key(x, key, seen[ki]);
@@ -1491,6 +1495,10 @@ struct pp_config *pp_config__new_default(void)
 	c->limits.max_maps_entries = 65536;
 	c->limits.max_maps_bytes = 16 * MIB;
 	c->limits.max_target_fds = 256;
+	c->symbolizer.isolate = true;
+	c->symbolizer.memory_mib = 192;
+	c->symbolizer.cpu_seconds = 86400;
+	c->symbolizer.timeout_ms = 30000;
 	c->log.level = PP_LOG_INFO;
 	c->log.format = PP_LOG_TEXT;
 	c->log.memstats_interval_seconds = 60;

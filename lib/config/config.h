@@ -121,6 +121,13 @@ struct pp_config {
 	} limits;
 
 	struct {
+		bool isolate; /* parse target files in a helper process, default true */
+		unsigned memory_mib; /* its RLIMIT_AS, default 192 (16..65536) */
+		unsigned cpu_seconds; /* its RLIMIT_CPU, default 86400; restarts at half */
+		unsigned timeout_ms; /* per request, default 30000 (100..600000) */
+	} symbolizer;
+
+	struct {
 		enum pp_log_level level; /* error|warn|info|debug, default info */
 		enum pp_log_format format; /* text|json, default text */
 		unsigned memstats_interval_seconds; /* 0 = off, default 60 */

@@ -212,6 +212,14 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		      ac->dumps_limited, ac->dump_deadline_threads);
 	G("store_stacks", "Distinct stacks held.", ss->stacks);
 	G("store_locations", "Distinct locations held.", ss->locations);
+	G("objects",
+	  "Files mapped by the processes held, one object each (build id, else "
+	  "dev+inode+size+mtime): their locations and names serve every process.",
+	  ss->objects);
+	C("object_file_opens_total",
+	  "Files opened to read a build id (a file already held as an "
+	  "object is not opened again).",
+	  ss->file_opens);
 	G("store_live_allocations", "Sampled live allocations tracked.", ss->live_entries);
 	C("store_dropped_stacks_total", "Samples dropped: limits.max_stacks reached.",
 	  ss->dropped_stacks);
@@ -245,6 +253,24 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		  m->offcpu.exited);
 	}
 	G("symbol_cache_bytes", "Symbol cache size.", m->sym.cache_bytes);
+	if (m->symiso) {
+		C("symbolizer_restarts_total",
+		  "Symbolizer helper processes started again after one died, hung or recycled.",
+		  m->symiso_restarts);
+		C("symbolizer_crashes_total", "Symbolizer helpers that died or were killed.",
+		  m->symiso_crashes);
+		C("symbolizer_timeouts_total",
+		  "Symbolization requests past symbolizer.timeout_ms: the helper was killed.",
+		  m->symiso_timeouts);
+		C("symbolizer_files_refused_total",
+		  "Files (or perf maps) that hung or killed the helper: never sent again.",
+		  m->symiso_files_refused);
+		C("symbolizer_requests_total", "Requests answered by the symbolizer helper.",
+		  m->symiso_requests);
+		C("symbolizer_requests_lost_total",
+		  "Locations named file+offset: their file was refused or the helper was down.",
+		  m->symiso_requests_lost);
+	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
 	C("symbol_dwarf_refused_total",
 	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "

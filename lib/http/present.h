@@ -62,7 +62,10 @@ struct pp_metrics {
 	struct pp_cpu_stats cpu;
 	struct pp_heap_stats heap;
 	struct pp_offcpu_stats offcpu;
-	struct pp_symbolizer_stats sym;
+	struct pp_symbolizer_stats sym; /* podprof's and the symbolizer helper's */
+	bool symiso; /* the symbolizer helper runs (symbolizer.isolate) */
+	uint64_t symiso_restarts, symiso_crashes, symiso_timeouts, symiso_files_refused;
+	uint64_t symiso_requests, symiso_requests_lost;
 	uint64_t unwind_debug_refused, unwind_fd_budget, sigbus_repaired;
 	uint64_t open_budget; /* passes cut by a target's open budget */
 	/* The collectors' states ("ok", "disabled", "unavailable"). Borrowed. */

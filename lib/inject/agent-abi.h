@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define PP_AGENT_MAGIC 0x31544e4741505050ull /* "PPPAGNT1" */
-#define PP_AGENT_VERSION 2u
+#define PP_AGENT_VERSION 3u
 #define PP_AGENT_MEMFD_NAME "podprof-agent"
 
 /* Entry points the agent wraps (GOT slots it can take over). */

@@ -35,10 +35,13 @@ extern char __data_start[] HIDDEN, __image_end[] HIDDEN, __total_end[] HIDDEN;
 
 HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by podprof */
 
-/* Notification points: `push %rbp` first, an instruction the kernel
- * emulates under a uprobe (no single-step, which costs ~15 us here; see
- * lib/heap/x86.c), then the return value. The probe fires before the push,
- * so the BPF program sees the entry stack pointer. */
+/* Notification points: a 5-byte nop, where podprof puts the uprobe when
+ * the kernel optimizes uprobes on it into a call to a trampoline (Linux
+ * 6.18, x86-64: no trap; see inject.c, notify_skip), then `push %rbp`, an
+ * instruction every kernel emulates under a uprobe (no single-step, which
+ * costs ~15 us here; see lib/heap/x86.c), where the probe goes otherwise,
+ * then the return value. Either probe fires before the push, so the BPF
+ * program sees the entry stack pointer. */
 void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
 void pp_agent_sampled_free(void *p) HIDDEN;
 /* Never called: podprof points a stopped thread's rip here and single-steps
@@ -51,6 +54,7 @@ __asm__(".text\n"
 	".hidden pp_agent_sampled_alloc\n"
 	".type pp_agent_sampled_alloc,@function\n"
 	"pp_agent_sampled_alloc:\n"
+	"  .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */
 	"  push %rbp\n"
 	"  pop %rbp\n"
 	"  mov %rcx, %rax\n"
@@ -61,6 +65,7 @@ __asm__(".text\n"
 	".hidden pp_agent_sampled_free\n"
 	".type pp_agent_sampled_free,@function\n"
 	"pp_agent_sampled_free:\n"
+	"  .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */
 	"  push %rbp\n"
 	"  pop %rbp\n"
 	"  ret\n"

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <dirent.h>
@@ -1138,14 +1139,47 @@ const char *pp_inject__probe_path(const struct pp_inject *inj)
 	return inj ? inj->probe_path : "";
 }
 
+/*
+ * Where podprof's uprobe goes in a notification point (see agent-blob.c):
+ * on the leading 5-byte nop where the kernel optimizes uprobes on such a
+ * nop into a call to a trampoline and a syscall (x86-64, Linux 6.18: no
+ * int3 trap, no exception path; the target's maps show
+ * [uprobes-trampoline]), else 5 bytes further on `push %rbp`, which every
+ * kernel emulates (an older kernel would single-step the nop). The
+ * syscall is only valid from the trampoline: called here it fails with
+ * ENXIO where it exists and ENOSYS where it does not. A target under a
+ * seccomp filter is never injected (seccomp_filtered), so the trampoline's
+ * syscall never meets a filter.
+ */
+#define PP_NR_UPROBE 336 /* __NR_uprobe, x86-64 */
+#define NOTIFY_NOP5_BYTES 5
+
+static uint64_t notify_skip(void)
+{
+	static atomic_int skip = -1;
+	int v = atomic_load(&skip);
+
+#ifndef __x86_64__
+	return NOTIFY_NOP5_BYTES; /* 336 is another syscall elsewhere */
+#endif
+	if (v < 0) {
+		/* Anything but ENXIO (ENOSYS; EPERM from podprof's own seccomp
+		 * profile, which says nothing of the kernel): the safe choice. */
+		long r = syscall(PP_NR_UPROBE);
+		v = r < 0 && errno == ENXIO ? 0 : NOTIFY_NOP5_BYTES;
+		atomic_store(&skip, v);
+	}
+	return (uint64_t)v;
+}
+
 uint64_t pp_inject__alloc_off(const struct pp_inject *inj)
 {
-	return inj ? inj->hdr.notify_alloc_off : 0;
+	return inj ? inj->hdr.notify_alloc_off + notify_skip() : 0;
 }
 
 uint64_t pp_inject__free_off(const struct pp_inject *inj)
 {
-	return inj ? inj->hdr.notify_free_off : 0;
+	return inj ? inj->hdr.notify_free_off + notify_skip() : 0;
 }
 
 /*

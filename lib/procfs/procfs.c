@@ -20,6 +20,26 @@
 #define STATUS_MAX_BYTES 65536 /* status is ~1.5 KiB; generous for long Groups: lines */
 #define PID_LIST_MAX (1u << 22) /* PID_MAX_LIMIT */
 
+/* Reads fd until EOF or max bytes into b; *ret_len: bytes read. */
+static int read_all(int fd, char *b, size_t max, size_t *ret_len)
+{
+	size_t len = 0;
+
+	while (len < max) {
+		ssize_t n = read(fd, b + len, max - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	*ret_len = len;
+	return 0;
+}
+
 /* Read at most max bytes of a file (the rest is ignored, not an error). */
 static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len)
 {
@@ -32,17 +52,9 @@ static int read_capped(const char *path, size_t max, char **ret, size_t *ret_len
 	b = malloc(max + 1);
 	if (!b)
 		return -ENOMEM;
-	while (len < max) {
-		ssize_t n = read(fd, b + len, max - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	int r = read_all(fd, b, max, &len);
+	if (r < 0)
+		return r;
 	b[len] = '\0';
 	if (len + 1 < max / 2) {
 		/* do not keep a 64 KiB cmdline buffer for a 30-byte command line */
@@ -193,26 +205,50 @@ static void read_container(pid_t pid, struct pp_proc_info *info)
 		info->container[0] = '\0';
 }
 
-int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
+/* A whole small file into buf (NUL-terminated); the rest past size-1 is cut. */
+static int read_small(const char *path, char *buf, size_t size, size_t *ret_len)
 {
-	_cleanup_free_ char *stat = NULL;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	size_t len = 0;
+
+	if (fd < 0)
+		return -errno;
+	int r = read_all(fd, buf, size - 1, &len);
+	if (r < 0)
+		return r;
+	buf[len] = '\0';
+	*ret_len = len;
+	return 0;
+}
+
+int pp_proc__read_ident(pid_t pid, struct pp_proc_info *ret)
+{
+	char stat[STAT_MAX_BYTES], path[64];
 	struct pp_proc_info info;
-	char path[64];
-	size_t len;
+	size_t len = 0;
 	int r;
 
 	if (pid <= 0 || !ret)
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	r = read_capped(path, STAT_MAX_BYTES, &stat, &len);
+	r = read_small(path, stat, sizeof(stat), &len);
 	if (r < 0)
 		return r;
 	r = pp_proc__parse_stat(stat, len, &info);
 	if (r < 0)
 		return r;
-
 	info.exe = read_exe(pid);
-	read_container(pid, &info);
+	*ret = info;
+	return 0;
+}
+
+void pp_proc__read_extra(pid_t pid, struct pp_proc_info *info)
+{
+	char path[64];
+
+	if (pid <= 0 || !info)
+		return;
+	read_container(pid, info);
 
 	char *cmd = NULL;
 	size_t cl = 0;
@@ -227,9 +263,18 @@ int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
 			cmd[cl] = '\0';
 		}
 	}
-	info.cmdline = cmd;
-	info.cmdline_len = cmd ? cl : 0;
-	*ret = info;
+	free(info->cmdline);
+	info->cmdline = cmd;
+	info->cmdline_len = cmd ? cl : 0;
+}
+
+int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret)
+{
+	int r = pp_proc__read_ident(pid, ret);
+
+	if (r < 0)
+		return r;
+	pp_proc__read_extra(pid, ret);
 	return 0;
 }
 

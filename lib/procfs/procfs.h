@@ -202,6 +202,15 @@ int pp_proc__parse_container_name(const char *buf, size_t len, char *ret, size_t
  * PP_CMDLINE_MAX; trailing NULs removed). Free with pp_proc_info__free.
  */
 int pp_proc__read_info(pid_t pid, struct pp_proc_info *ret);
+/*
+ * The cheap part of pp_proc__read_info: stat and exe only (two reads of
+ * /proc, no allocation but exe's). cmdline is NULL and the container
+ * fields are empty; pp_proc__read_extra fills them in later.
+ */
+int pp_proc__read_ident(pid_t pid, struct pp_proc_info *ret);
+/* cmdline and container of info (read by pp_proc__read_ident); fields it
+ * cannot read stay empty. */
+void pp_proc__read_extra(pid_t pid, struct pp_proc_info *info);
 void pp_proc_info__free(struct pp_proc_info *info);
 
 struct pp_proc_status {
@@ -213,6 +222,28 @@ struct pp_proc_status {
 /* Fields missing from the text stay 0 (kernel threads have no Vm* lines). -EINVAL if none found. */
 int pp_proc__parse_status(const char *buf, size_t len, struct pp_proc_status *ret);
 int pp_proc__read_status(pid_t pid, struct pp_proc_status *ret);
+
+/*
+ * What discovery decided about each process it has seen (pidcache.c), so
+ * that a pass reads only stat and exe (pp_proc__read_ident) of a process
+ * seen in the previous pass, and the rest (cmdline, cgroup, mountinfo)
+ * only when the process is new, changed its start time (pid reused), its
+ * comm or its exe (exec, PR_SET_NAME), or is due for its periodic full
+ * look (every refresh_passes passes, spread over the passes). At most max
+ * entries (processes past it are read in full each pass). One thread.
+ */
+struct pp_pid_cache;
+struct pp_pid_cache *pp_pid_cache__new(size_t max, unsigned refresh_passes);
+void pp_pid_cache__free(struct pp_pid_cache *c);
+/* true and *ret_verdict (as stored) when ident is the same process as in
+ * the previous pass and not due for a full look. Marks the pid present. */
+bool pp_pid_cache__lookup(struct pp_pid_cache *c, const struct pp_proc_info *ident,
+			  int *ret_verdict);
+/* Remembers the verdict on ident after a full look. -ENOSPC when full. */
+int pp_pid_cache__store(struct pp_pid_cache *c, const struct pp_proc_info *ident, int verdict);
+/* Ends a pass: forgets the pids neither looked up nor stored in it. */
+void pp_pid_cache__end_pass(struct pp_pid_cache *c);
+size_t pp_pid_cache__size(const struct pp_pid_cache *c);
 
 /* Numeric entries of /proc (processes) and /proc/PID/task (threads). Caller frees *ret. */
 int pp_proc__list_pids(pid_t **ret, size_t *ret_n);

@@ -4,8 +4,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pprof/pprof.h"
 
@@ -25,6 +29,7 @@ struct st_mapping {
 	uint8_t bid[PP_BUILD_ID_MAX];
 	size_t bid_len;
 	bool kernel;
+	uint32_t obj; /* object index + 1 (holds a reference), 0 = none */
 };
 
 struct st_thread {
@@ -34,8 +39,22 @@ struct st_thread {
 
 struct st_bid {
 	bool tried;
+	bool stat_ok; /* dev..mtime are the file's (else the maps line's dev+inode) */
 	size_t len;
 	uint8_t id[PP_BUILD_ID_MAX];
+	uint64_t dev, ino, size, mtime_ns;
+};
+
+/*
+ * A file mapped by one or more processes: its build id, else its
+ * dev+inode+size+mtime. Locations in it are keyed by (object, file offset),
+ * so every process mapping it shares them and their names. Held by the
+ * maps entries, interned mappings and locations that use it.
+ */
+struct st_obj {
+	uint32_t refs; /* 0 = free slot */
+	uint64_t hash;
+	struct st_bid key;
 };
 
 struct st_proc {
@@ -54,6 +73,8 @@ struct st_proc {
 	uint64_t exit_seq; /* snapshots with seq < exit_seq were taken before the exit */
 	struct pp_maps maps;
 	struct st_bid *bids; /* parallel to maps.v */
+	uint32_t *objs; /* parallel to maps.v: object index + 1 (a reference), 0 none */
+	int32_t *mix; /* parallel to maps.v: interned mapping index, -1 not yet */
 	uint64_t maps_read_ns; /* last refresh on a miss (rate limit) */
 	struct st_mapping *mappings; /* interned for profiles */
 	size_t n_mappings, cap_mappings;
@@ -72,11 +93,23 @@ struct st_frame {
 };
 
 struct st_loc {
+	/*
+	 * The process that symbolizes it (the first to use it; another live
+	 * one takes over when it exits; NO_PROC once none is needed).
+	 * proc, mapping and addr are that process's.
+	 */
 	uint32_t proc;
 	int32_t mapping; /* index into proc->mappings, -1 none, KERNEL_MAPPING */
 	uint64_t addr; /* adjusted: exact for the leaf, ret-1 for callers */
-	uint64_t pc; /* key: the pc as given */
-	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL; LOC_FREE = free slot */
+	/* Key: (kid, pc, flags). LOC_OBJ: kid = object index, pc = the file
+	 * offset of the pc as given; LOC_KERNEL: kid = NO_PROC, the pc; else
+	 * (anonymous, JIT, unknown memory) kid = the process, the pc. */
+	uint32_t kid;
+	uint64_t pc;
+	uint8_t flags; /* key: LOC_LEAF | LOC_KERNEL | LOC_OBJ; LOC_FREE = free slot */
+	uint64_t off; /* LOC_OBJ: file offset of addr */
+	uint32_t obj; /* LOC_OBJ: object index + 1 (a reference) */
+	uint64_t refs; /* stack frames using it (up to max_stacks * 512) */
 	bool pending; /* queued for the symbolization worker */
 	uint64_t serial; /* unique per slot use: write-backs check it */
 	struct st_frame *frames;
@@ -152,6 +185,11 @@ struct pp_store {
 
 	struct st_live *live;
 	size_t live_cap, n_live;
+
+	struct st_obj *objs;
+	size_t n_objs, cap_objs, objs_held;
+	struct idx_table obj_idx;
+	_Atomic uint64_t file_opens; /* files opened for build ids (bids_read) */
 
 	struct pp_store_stats stats;
 };
@@ -240,14 +278,153 @@ static struct st_proc *proc_find(struct pp_store *st, pid_t pid, uint32_t *ret_i
 	return NULL;
 }
 
-static void proc_release_maps(struct st_proc *p)
+/* ---- objects ---- */
+
+#define NO_PROC UINT32_MAX
+
+static uint64_t obj_hash(const struct st_bid *k)
 {
-	pp_maps__free(&p->maps);
-	free(p->bids);
-	p->bids = NULL;
+	if (k->len)
+		return pp_hash_bytes(k->id, k->len, 13);
+	uint64_t v[4] = { k->dev, k->ino, k->size, k->mtime_ns };
+	return pp_hash_bytes(v, sizeof(v), 17);
 }
 
-static int proc_intern_mapping(struct st_proc *p, const struct pp_map *m, const struct st_bid *bid)
+static bool obj_key_eq(const struct st_bid *a, const struct st_bid *b)
+{
+	if (a->len || b->len)
+		return a->len == b->len && !memcmp(a->id, b->id, a->len);
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns;
+}
+
+/* The identity of m's file: its build id, else what bids_read saw of the
+ * file (dev, inode, size, mtime), else the maps line's dev+inode. */
+static void obj_key(const struct pp_map *m, const struct st_bid *b, struct st_bid *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (b && (b->len || b->stat_ok)) {
+		*k = *b; /* compared by build id when there is one */
+	} else {
+		k->dev = ((uint64_t)m->dev_major << 32) | m->dev_minor;
+		k->ino = m->inode;
+	}
+}
+
+static void idx_rebuild_objs(struct pp_store *st)
+{
+	struct idx_table *t = &st->obj_idx;
+	memset(t->slots, 0, t->cap * sizeof(*t->slots));
+	for (size_t i = 0; i < st->n_objs; i++) {
+		if (!st->objs[i].refs)
+			continue;
+		size_t s = st->objs[i].hash & (t->cap - 1);
+		while (t->slots[s])
+			s = (s + 1) & (t->cap - 1);
+		t->slots[s] = (uint32_t)i + 1;
+	}
+}
+
+static int idx_grow(struct pp_store *st, struct idx_table *t, size_t n,
+		    void (*rebuild)(struct pp_store *st));
+
+/* A reference to the object of key k (created if new): index + 1, 0 on
+ * ENOMEM. Lock held. */
+static uint32_t obj_get(struct pp_store *st, const struct st_bid *k)
+{
+	uint64_t h = obj_hash(k);
+	size_t s = h & (st->obj_idx.cap - 1);
+	while (st->obj_idx.slots[s]) {
+		struct st_obj *o = &st->objs[st->obj_idx.slots[s] - 1];
+		if (o->hash == h && obj_key_eq(&o->key, k)) {
+			o->refs++;
+			return st->obj_idx.slots[s];
+		}
+		s = (s + 1) & (st->obj_idx.cap - 1);
+	}
+	size_t i;
+	for (i = 0; i < st->n_objs; i++)
+		if (!st->objs[i].refs)
+			break;
+	if (i == st->n_objs) {
+		if (st->n_objs >= UINT32_MAX - 1 ||
+		    idx_grow(st, &st->obj_idx, st->n_objs, idx_rebuild_objs) ||
+		    grow((void **)&st->objs, &st->cap_objs, st->n_objs + 1, sizeof(*st->objs)))
+			return 0;
+		st->n_objs++;
+	}
+	struct st_obj *o = &st->objs[i];
+	o->refs = 1;
+	o->hash = h;
+	o->key = *k;
+	st->objs_held++;
+	s = h & (st->obj_idx.cap - 1);
+	while (st->obj_idx.slots[s])
+		s = (s + 1) & (st->obj_idx.cap - 1);
+	st->obj_idx.slots[s] = (uint32_t)i + 1;
+	return (uint32_t)i + 1;
+}
+
+static void obj_ref(struct pp_store *st, uint32_t obj1)
+{
+	if (obj1)
+		st->objs[obj1 - 1].refs++;
+}
+
+/* Drops a reference (obj1 = index + 1, 0 = none). Lock held. */
+static void obj_put(struct pp_store *st, uint32_t obj1)
+{
+	if (!obj1)
+		return;
+	struct st_obj *o = &st->objs[obj1 - 1];
+	if (--o->refs)
+		return;
+	st->objs_held--;
+	idx_rebuild_objs(st);
+}
+
+static void proc_release_maps(struct pp_store *st, struct st_proc *p)
+{
+	for (size_t i = 0; p->objs && i < p->maps.n; i++)
+		obj_put(st, p->objs[i]);
+	pp_maps__free(&p->maps);
+	free(p->bids);
+	free(p->objs);
+	free(p->mix);
+	p->bids = NULL;
+	p->objs = NULL;
+	p->mix = NULL;
+}
+
+/*
+ * Installs maps (taken) with their build ids and two arrays of maps->n
+ * entries (taken, contents set here): the object of each executable file
+ * mapping (a reference each) and the mapping interned for it (none yet).
+ * Lock held.
+ */
+static void proc_install_maps(struct pp_store *st, struct st_proc *p, struct pp_maps *maps,
+			      struct st_bid *bids, uint32_t *objs, int32_t *mix)
+{
+	proc_release_maps(st, p);
+	p->maps = *maps;
+	*maps = (struct pp_maps){ 0 };
+	p->bids = bids;
+	p->objs = objs;
+	p->mix = mix;
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct pp_map *m = &p->maps.v[i];
+		mix[i] = -1;
+		objs[i] = 0;
+		if (!m->path || m->special || !(m->prot & PP_PROT_X))
+			continue;
+		struct st_bid k;
+		obj_key(m, &bids[i], &k);
+		objs[i] = obj_get(st, &k);
+	}
+}
+
+static int proc_intern_mapping(struct pp_store *st, struct st_proc *p, const struct pp_map *m,
+			       const struct st_bid *bid, uint32_t obj1)
 {
 	for (size_t i = 0; i < p->n_mappings; i++) {
 		struct st_mapping *x = &p->mappings[i];
@@ -267,6 +444,8 @@ static int proc_intern_mapping(struct st_proc *p, const struct pp_map *m, const 
 	x->dev_minor = m->dev_minor;
 	x->inode = m->inode;
 	x->file = xstrdup(m->path);
+	x->obj = obj1;
+	obj_ref(st, obj1);
 	if (bid && bid->len) {
 		pp_buildid__hex(bid->id, bid->len, x->build_id);
 		memcpy(x->bid, bid->id, bid->len);
@@ -285,11 +464,41 @@ static const struct st_bid *proc_build_id(struct st_proc *p, const struct pp_map
 	return &p->bids[i];
 }
 
+static void bid_stat(struct st_bid *b, const struct stat *sb)
+{
+	b->stat_ok = true;
+	b->dev = sb->st_dev;
+	b->ino = sb->st_ino;
+	b->size = (uint64_t)sb->st_size;
+	b->mtime_ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000ull + (uint64_t)sb->st_mtim.tv_nsec;
+}
+
+/* Takes the store lock: the build id of an object already known by the
+ * same file identity (stat_ok fields of b), copied into b. */
+static bool obj_lookup_stat(struct pp_store *st, struct st_bid *b)
+{
+	bool found = false;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n_objs && !found; i++) {
+		const struct st_bid *k = &st->objs[i].key;
+		if (!st->objs[i].refs || !k->stat_ok || k->dev != b->dev || k->ino != b->ino ||
+		    k->size != b->size || k->mtime_ns != b->mtime_ns)
+			continue;
+		b->len = k->len;
+		memcpy(b->id, k->id, k->len);
+		found = true;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return found;
+}
+
 /*
- * Build ids of the executable file mappings of maps (one read per file),
- * parallel to maps->v. File I/O: called without the store lock.
+ * Build ids of the executable file mappings of maps, parallel to maps->v.
+ * A file the store already holds as an object (same dev, inode, size and
+ * mtime, seen with a stat) is not opened again; others are opened once per
+ * maps. File I/O: called without the store lock (takes it briefly).
  */
-static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
+static struct st_bid *bids_read(struct pp_store *st, pid_t pid, const struct pp_maps *maps)
 {
 	struct st_bid *b = calloc(maps->n ? maps->n : 1, sizeof(*b));
 	struct pp_open_budget budget;
@@ -313,9 +522,20 @@ static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
 			b[i] = b[j];
 			continue;
 		}
+		char path[PATH_MAX + 64];
+		struct stat sb;
+		if (pp_proc__mapped_path_ex(pid, m, 0, path, sizeof(path)) == 0 &&
+		    stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+			bid_stat(&b[i], &sb);
+			if (obj_lookup_stat(st, &b[i]))
+				continue;
+		}
 		int fd = pp_open_budget__take(&budget) ? pp_proc__open_mapped(pid, m) : -EMFILE;
 		if (fd >= 0) {
 			size_t len = 0;
+			st->file_opens++;
+			if (!b[i].stat_ok && fstat(fd, &sb) == 0)
+				bid_stat(&b[i], &sb);
 			if (pp_buildid__from_fd(fd, b[i].id, &len) == 0)
 				b[i].len = len;
 			close(fd);
@@ -324,14 +544,28 @@ static struct st_bid *bids_read(pid_t pid, const struct pp_maps *maps)
 	return b;
 }
 
-static void proc_find_exe_mapping(struct st_proc *p)
+/* The mapping interned for p's maps entry m (cached in p->mix), -1 on
+ * ENOMEM. Lock held. */
+static int proc_map_mapping(struct pp_store *st, struct st_proc *p, const struct pp_map *m)
+{
+	size_t i = (size_t)(m - p->maps.v);
+	if (p->mix && i < p->maps.n && p->mix[i] >= 0)
+		return p->mix[i];
+	int r = proc_intern_mapping(st, p, m, proc_build_id(p, m),
+				    p->objs && i < p->maps.n ? p->objs[i] : 0);
+	if (p->mix && i < p->maps.n)
+		p->mix[i] = r;
+	return r;
+}
+
+static void proc_find_exe_mapping(struct pp_store *st, struct st_proc *p)
 {
 	if (p->exe_mapping >= 0 || !p->exe)
 		return;
 	for (size_t i = 0; i < p->maps.n; i++) {
 		const struct pp_map *m = &p->maps.v[i];
 		if ((m->prot & PP_PROT_X) && m->path && !strcmp(m->path, p->exe)) {
-			int idx = proc_intern_mapping(p, m, proc_build_id(p, m));
+			int idx = proc_map_mapping(st, p, m);
 			if (idx >= 0)
 				p->exe_mapping = idx;
 			return;
@@ -370,7 +604,8 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 		live_cap *= 2;
 	st->live_cap = live_cap;
 	st->live = calloc(live_cap, sizeof(*st->live));
-	if (!st->live || idx_init(&st->loc_idx, 1024) || idx_init(&st->stack_idx, 1024)) {
+	if (!st->live || idx_init(&st->loc_idx, 1024) || idx_init(&st->stack_idx, 1024) ||
+	    idx_init(&st->obj_idx, 64)) {
 		pp_store__free(st);
 		errno = ENOMEM;
 		return NULL;
@@ -404,11 +639,13 @@ static void free_frames(struct st_frame *f, size_t n)
 	free(f);
 }
 
-static void proc_free(struct st_proc *p)
+static void proc_free(struct pp_store *st, struct st_proc *p)
 {
-	proc_release_maps(p);
-	for (size_t j = 0; j < p->n_mappings; j++)
+	proc_release_maps(st, p);
+	for (size_t j = 0; j < p->n_mappings; j++) {
 		free(p->mappings[j].file);
+		obj_put(st, p->mappings[j].obj);
+	}
 	free(p->mappings);
 	free(p->threads);
 	free(p->names);
@@ -432,7 +669,7 @@ void pp_store__free(struct pp_store *st)
 	pthread_cond_destroy(&st->work_cond);
 	pthread_cond_destroy(&st->done_cond);
 	for (size_t i = 0; i < st->n_procs; i++)
-		proc_free(&st->procs[i]);
+		proc_free(st, &st->procs[i]);
 	free(st->procs);
 	for (size_t i = 0; i < st->n_locs; i++)
 		free_frames(st->locs[i].frames, st->locs[i].n_frames);
@@ -446,6 +683,8 @@ void pp_store__free(struct pp_store *st)
 	for (struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
 		sn->st = NULL;
 	free(st->loc_idx.slots);
+	free(st->obj_idx.slots);
+	free(st->objs);
 	free(st->stack_idx.slots);
 	free(st->live);
 	pthread_mutex_destroy(&st->lock);
@@ -464,15 +703,16 @@ static void proc_exited(struct pp_store *st, uint32_t idx)
 	st->n_exited++;
 	p->exit_ns = pp_now_mono_ns();
 	p->exit_seq = st->snap_seq + 1;
-	proc_release_maps(p);
+	proc_release_maps(st, p);
 	/* Its live allocations are gone with it. */
 	live_remove_proc(st, idx);
 }
 
-static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags);
+static uint64_t loc_hash(uint32_t kid, uint64_t pc, uint8_t flags);
 
 #define LOC_LEAF 1
 #define LOC_KERNEL 2
+#define LOC_OBJ 4
 #define LOC_FREE 0x80
 
 static void idx_rebuild_stacks(struct pp_store *st)
@@ -497,7 +737,7 @@ static void idx_rebuild_locs(struct pp_store *st)
 		const struct st_loc *l = &st->locs[i];
 		if (l->flags & LOC_FREE)
 			continue;
-		size_t s = loc_hash(l->proc, l->pc, l->flags) & (t->cap - 1);
+		size_t s = loc_hash(l->kid, l->pc, l->flags) & (t->cap - 1);
 		while (t->slots[s])
 			s = (s + 1) & (t->cap - 1);
 		t->slots[s] = (uint32_t)i + 1;
@@ -541,15 +781,31 @@ static void gc(struct pp_store *st, uint64_t now, bool force)
 		struct st_stack *x = &st->stacks[i];
 		if (x->kind == KIND_FREE || !st->procs[x->proc].release)
 			continue;
+		for (uint32_t k = 0; k < x->n; k++)
+			st->locs[x->locs[k]].refs--;
 		free(x->locs);
 		memset(x, 0, sizeof(*x));
 		x->kind = KIND_FREE;
 		push_free(&st->free_stacks, &st->n_free_stacks, &st->cap_free_stacks, (uint32_t)i);
 	}
+	/*
+	 * A location goes with the last stack using it once the process that
+	 * made it is released; shared ones (objects, kernel) still used by
+	 * other processes' stacks stay, without a process until one takes
+	 * them over (their names are kept; one still queued stays unnamed).
+	 */
 	for (size_t i = 0; i < st->n_locs; i++) {
 		struct st_loc *l = &st->locs[i];
-		if ((l->flags & LOC_FREE) || !st->procs[l->proc].release)
+		if ((l->flags & LOC_FREE) || (l->proc != NO_PROC && !st->procs[l->proc].release))
 			continue;
+		if (l->refs) {
+			l->proc = NO_PROC;
+			l->pending = false;
+			if (l->mapping != KERNEL_MAPPING)
+				l->mapping = -1;
+			continue;
+		}
+		obj_put(st, l->obj);
 		free_frames(l->frames, l->n_frames);
 		memset(l, 0, sizeof(*l));
 		l->flags = LOC_FREE;
@@ -558,7 +814,7 @@ static void gc(struct pp_store *st, uint64_t now, bool force)
 	for (size_t i = 0; i < st->n_procs; i++) {
 		if (!st->procs[i].release)
 			continue;
-		proc_free(&st->procs[i]);
+		proc_free(st, &st->procs[i]);
 		st->procs_held--;
 		st->n_exited--;
 		st->stats.released_procs++;
@@ -589,10 +845,18 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 {
 	int r = 0;
 	struct st_bid *bids = NULL;
+	uint32_t *objs = NULL;
+	int32_t *mix = NULL;
 	if (maps) {
-		bids = bids_read(info->pid, maps);
-		if (!bids)
+		bids = bids_read(st, info->pid, maps);
+		objs = calloc(maps->n ? maps->n : 1, sizeof(*objs));
+		mix = calloc(maps->n ? maps->n : 1, sizeof(*mix));
+		if (!bids || !objs || !mix) {
+			free(bids);
+			free(objs);
+			free(mix);
 			return -ENOMEM;
+		}
 	}
 	pthread_mutex_lock(&st->lock);
 	uint32_t idx;
@@ -653,17 +917,17 @@ int pp_store__process_update(struct pp_store *st, const struct pp_proc_info *inf
 	}
 	p->group = group;
 	if (maps) {
-		proc_release_maps(p);
-		p->maps = *maps;
-		p->bids = bids;
+		proc_install_maps(st, p, maps, bids, objs, mix);
 		bids = NULL;
-		maps->v = NULL;
-		maps->n = 0;
-		proc_find_exe_mapping(p);
+		objs = NULL;
+		mix = NULL;
+		proc_find_exe_mapping(st, p);
 	}
 out:
 	pthread_mutex_unlock(&st->lock);
 	free(bids);
+	free(objs);
+	free(mix);
 	return r;
 }
 
@@ -772,17 +1036,13 @@ static void copy_sym(struct st_loc *l, const struct pp_sym_result *res)
  * the worker, which symbolizes it outside the lock. Lock held.
  */
 static void loc_prepare(struct pp_store *st, struct st_proc *p, struct st_loc *l, uint32_t li,
-			bool kernel)
+			bool kernel, const struct pp_map *m)
 {
 	l->serial = ++st->loc_serial;
-	if (kernel) {
+	if (kernel)
 		l->mapping = KERNEL_MAPPING;
-	} else {
-		const struct pp_map *m = p->maps.n ? pp_maps__find(&p->maps, l->addr) : NULL;
-		l->mapping = m && m->path && !m->special
-				     ? proc_intern_mapping(p, m, proc_build_id(p, m))
-				     : -1;
-	}
+	else
+		l->mapping = m && m->path && !m->special ? proc_map_mapping(st, p, m) : -1;
 	if (!st->worker_started ||
 	    grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1, sizeof(*st->pending)))
 		return; /* stays address-only */
@@ -803,6 +1063,8 @@ struct sym_job {
 	struct st_bid bid;
 	struct pp_maps nm; /* JOB_MAPS: the maps read again, and their build ids */
 	struct st_bid *nbids;
+	uint32_t *nobjs;
+	int32_t *nmix;
 	struct pp_sym_result res;
 	int rc;
 };
@@ -815,7 +1077,7 @@ static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint6
 	memset(j, 0, sizeof(*j));
 	j->rc = -ENOENT;
 	struct st_loc *l = &st->locs[li];
-	if ((l->flags & LOC_FREE) || !l->pending)
+	if ((l->flags & LOC_FREE) || !l->pending || l->proc == NO_PROC)
 		return;
 	struct st_proc *p = &st->procs[l->proc];
 	j->li = li;
@@ -828,7 +1090,7 @@ static void job_build(struct pp_store *st, uint32_t li, struct sym_job *j, uint6
 		/* Maps read since it was interned may have its file now. */
 		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
 		if (m && m->path && !m->special)
-			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+			l->mapping = proc_map_mapping(st, p, m);
 	}
 	if (l->mapping == KERNEL_MAPPING) {
 		j->kind = JOB_KERNEL;
@@ -875,9 +1137,11 @@ static void job_run(struct pp_store *st, struct sym_job *j)
 	case JOB_MAPS: {
 		if (pp_maps__read(j->pid, &j->nm) < 0)
 			break;
-		j->nbids = bids_read(j->pid, &j->nm);
+		j->nbids = bids_read(st, j->pid, &j->nm);
+		j->nobjs = calloc(j->nm.n ? j->nm.n : 1, sizeof(*j->nobjs));
+		j->nmix = calloc(j->nm.n ? j->nm.n : 1, sizeof(*j->nmix));
 		const struct pp_map *m = pp_maps__find(&j->nm, j->addr);
-		if (!m || !j->nbids)
+		if (!m || !j->nbids || !j->nobjs || !j->nmix)
 			break;
 		if (!m->path || m->special) {
 			j->rc = o->resolve_jit(sym, j->pid, j->addr, &j->res);
@@ -909,23 +1173,22 @@ static void job_commit(struct pp_store *st, struct sym_job *j)
 		if (m && !grow((void **)&st->pending, &st->cap_pending, st->n_pending + 1,
 			       sizeof(*st->pending))) {
 			if (m->path && !m->special)
-				l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
+				l->mapping = proc_map_mapping(st, p, m);
 			st->pending[st->n_pending++] = j->li;
 			st->done_count--; /* still to do: renders keep waiting for it */
 			return;
 		}
 	}
-	if (j->kind == JOB_MAPS && j->nbids && p->used && p->alive &&
+	if (j->kind == JOB_MAPS && j->nbids && j->nobjs && j->nmix && p->used && p->alive &&
 	    p->start_time == j->start_time) {
-		proc_release_maps(p);
-		p->maps = j->nm;
-		p->bids = j->nbids;
-		j->nm = (struct pp_maps){ 0 };
+		proc_install_maps(st, p, &j->nm, j->nbids, j->nobjs, j->nmix);
 		j->nbids = NULL;
+		j->nobjs = NULL;
+		j->nmix = NULL;
 		const struct pp_map *m = pp_maps__find(&p->maps, l->addr);
 		if (m && m->path && !m->special)
-			l->mapping = proc_intern_mapping(p, m, proc_build_id(p, m));
-		proc_find_exe_mapping(p);
+			l->mapping = proc_map_mapping(st, p, m);
+		proc_find_exe_mapping(st, p);
 	}
 	if (j->rc == 0 && j->res.n && !l->frames)
 		copy_sym(l, &j->res);
@@ -937,6 +1200,8 @@ static void job_free(struct sym_job *j)
 	free(j->m.path);
 	pp_maps__free(&j->nm);
 	free(j->nbids);
+	free(j->nobjs);
+	free(j->nmix);
 	pp_sym_result__free(&j->res);
 }
 
@@ -997,9 +1262,9 @@ static void wait_symbolized(struct pp_store *st, uint64_t timeout_ns)
 }
 
 /* struct st_loc has no stored hash; recompute from its key. */
-static uint64_t loc_hash(uint32_t proc, uint64_t pc, uint8_t flags)
+static uint64_t loc_hash(uint32_t kid, uint64_t pc, uint8_t flags)
 {
-	uint64_t k[3] = { proc, pc, flags };
+	uint64_t k[3] = { kid, pc, flags };
 	return pp_hash_bytes(k, sizeof(k), 7);
 }
 
@@ -1020,16 +1285,51 @@ static int idx_grow(struct pp_store *st, struct idx_table *t, size_t n,
 	return 0;
 }
 
-/* Returns loc index or -ENOSPC (cap) / -ENOMEM. leaf: pc is the exact IP (else a return address). */
+/*
+ * Returns loc index or -ENOSPC (cap) / -ENOMEM. leaf: pc is the exact IP
+ * (else a return address). A pc in an executable file mapping of the maps
+ * held is keyed by (object, file offset): one location for every process
+ * mapping that file. Lock held.
+ */
 static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool leaf, bool kernel)
 {
+	struct st_proc *p = &st->procs[pidx];
 	uint8_t flags = (leaf ? LOC_LEAF : 0) | (kernel ? LOC_KERNEL : 0);
-	uint64_t h = loc_hash(pidx, pc, flags);
+	uint64_t addr = leaf ? pc : pc - 1;
+	uint32_t kid = kernel ? NO_PROC : pidx;
+	uint64_t kpc = pc;
+	const struct pp_map *m = NULL;
+	uint32_t obj1 = 0;
+
+	if (!kernel && p->maps.n) {
+		m = pp_maps__find(&p->maps, addr);
+		size_t mi = m ? (size_t)(m - p->maps.v) : 0;
+		if (m && p->objs && p->objs[mi]) {
+			obj1 = p->objs[mi];
+			kid = obj1 - 1;
+			kpc = pc - m->start + m->offset;
+			flags |= LOC_OBJ;
+		}
+	}
+	uint64_t h = loc_hash(kid, kpc, flags);
 	size_t s = h & (st->loc_idx.cap - 1);
 	while (st->loc_idx.slots[s]) {
 		struct st_loc *l = &st->locs[st->loc_idx.slots[s] - 1];
-		if (l->proc == pidx && l->pc == pc && l->flags == flags)
+		if (l->kid == kid && l->pc == kpc && l->flags == flags) {
+			if (!(flags & (LOC_OBJ | LOC_KERNEL)))
+				return st->loc_idx.slots[s] - 1;
+			/* Shared: this process's mapping is needed to render it. */
+			int mapping = obj1 ? proc_map_mapping(st, p, m) : KERNEL_MAPPING;
+			if (obj1 && mapping < 0)
+				return -ENOMEM;
+			if (l->proc == NO_PROC || !st->procs[l->proc].alive) {
+				/* Its process exited: this one takes it over. */
+				l->proc = pidx;
+				l->mapping = mapping;
+				l->addr = addr;
+			}
 			return st->loc_idx.slots[s] - 1;
+		}
 		s = (s + 1) & (st->loc_idx.cap - 1);
 	}
 	if (st->n_locs - st->n_free_locs >= st->opts.max_locations)
@@ -1049,10 +1349,16 @@ static int64_t loc_intern(struct pp_store *st, uint32_t pidx, uint64_t pc, bool 
 	struct st_loc *l = &st->locs[li];
 	memset(l, 0, sizeof(*l));
 	l->proc = pidx;
-	l->pc = pc;
+	l->kid = kid;
+	l->pc = kpc;
 	l->flags = flags;
-	l->addr = leaf ? pc : pc - 1;
-	loc_prepare(st, &st->procs[pidx], l, (uint32_t)li, kernel);
+	l->addr = addr;
+	if (obj1) {
+		l->obj = obj1;
+		obj_ref(st, obj1);
+		l->off = addr - m->start + m->offset;
+	}
+	loc_prepare(st, p, l, (uint32_t)li, kernel, m);
 	s = h & (st->loc_idx.cap - 1);
 	while (st->loc_idx.slots[s])
 		s = (s + 1) & (st->loc_idx.cap - 1);
@@ -1108,6 +1414,8 @@ static int64_t stack_intern(struct pp_store *st, uint8_t kind, uint32_t pidx, pi
 	memset(x, 0, sizeof(*x));
 	x->locs = copy;
 	memcpy(x->locs, locs, n * sizeof(*locs));
+	for (uint32_t k = 0; k < n; k++)
+		st->locs[locs[k]].refs++;
 	x->id = ++st->next_stack_id;
 	x->kind = kind;
 	x->proc = pidx;
@@ -1480,10 +1788,36 @@ static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
 	return 1.0 / (1.0 - exp(-avg / (double)rate));
 }
 
+/*
+ * Where location l is in process pidx's address space: the index of its
+ * mapping there (-1 none, KERNEL_MAPPING) and the address (*addr). A
+ * location of an object has one per process mapping the object.
+ */
+static int32_t loc_where(const struct pp_store *st, uint32_t pidx, const struct st_loc *l,
+			 uint64_t *addr)
+{
+	*addr = l->addr;
+	if (!(l->flags & LOC_OBJ))
+		return l->mapping;
+	const struct st_proc *p = &st->procs[pidx];
+	for (size_t i = 0; i < p->n_mappings; i++) {
+		const struct st_mapping *x = &p->mappings[i];
+		if (x->obj == l->obj && l->off >= x->offset &&
+		    l->off - x->offset < x->limit - x->start) {
+			*addr = x->start + (l->off - x->offset);
+			return (int32_t)i;
+		}
+	}
+	return -1;
+}
+
 struct render_ctx {
 	struct pp_store *st;
 	struct pp_pprof *pp;
 	uint64_t *loc_ids; /* per store loc: pprof id, 0 = not yet */
+	/* Locations of objects: pprof id per (process, location). */
+	uint64_t *pair_keys, *pair_ids;
+	size_t pair_cap; /* power of two */
 	uint64_t **map_ids; /* per proc: per mapping pprof id */
 	uint64_t kernel_map;
 };
@@ -1519,11 +1853,20 @@ static uint64_t render_mapping(struct render_ctx *rc, uint32_t pidx, int32_t m)
 	return rc->map_ids[pidx][m];
 }
 
-static uint64_t render_loc(struct render_ctx *rc, uint32_t li)
+static uint64_t render_loc(struct render_ctx *rc, uint32_t pidx, uint32_t li)
 {
-	if (rc->loc_ids[li])
-		return rc->loc_ids[li];
 	const struct st_loc *l = &rc->st->locs[li];
+	uint64_t *slot = &rc->loc_ids[li];
+	if (l->flags & LOC_OBJ) {
+		uint64_t key = ((uint64_t)pidx << 32 | li) + 1;
+		size_t s = pp_hash_bytes(&key, sizeof(key), 5) & (rc->pair_cap - 1);
+		while (rc->pair_keys[s] && rc->pair_keys[s] != key)
+			s = (s + 1) & (rc->pair_cap - 1);
+		rc->pair_keys[s] = key;
+		slot = &rc->pair_ids[s];
+	}
+	if (*slot)
+		return *slot;
 	struct pp_pprof_line lines[64];
 	size_t n = PP_MIN(l->n_frames, ARRAY_SIZE(lines));
 	for (size_t i = 0; i < n; i++) {
@@ -1533,22 +1876,24 @@ static uint64_t render_loc(struct render_ctx *rc, uint32_t li)
 						   .line = l->frames[i].line,
 						   .start_line = l->frames[i].start_line };
 	}
-	uint64_t mid = render_mapping(rc, l->proc, l->mapping);
+	uint64_t addr;
+	int32_t mapping = loc_where(rc->st, pidx, l, &addr);
+	uint64_t mid = render_mapping(rc, (l->flags & LOC_OBJ) ? pidx : l->proc, mapping);
 	/*
 	 * No symbol covers the address: the frame's name is the invented
 	 * "file+0xoffset". A location with lines is final for Parca, Pyroscope
 	 * and go tool pprof, so send it address-only under its mapping (file,
 	 * build id) and let them symbolize it; the text renderings keep the name.
 	 */
-	if (!l->has_function && mid && l->mapping >= 0)
+	if (!l->has_function && mid && mapping >= 0)
 		n = 0;
 	/* has_inline_frames means "inline frames were looked up" (DWARF present). */
 	struct pp_pprof_loc_info info = { .has_function = l->has_function,
 					  .has_file = l->has_file,
 					  .has_line = l->has_line,
 					  .has_inline = l->has_line };
-	rc->loc_ids[li] = pp_pprof__add_location_ex(rc->pp, mid, l->addr, lines, n, &info);
-	return rc->loc_ids[li];
+	*slot = pp_pprof__add_location_ex(rc->pp, mid, addr, lines, n, &info);
+	return *slot;
 }
 
 static bool in_group(const struct pp_store *st, uint32_t pidx, int group)
@@ -1568,7 +1913,17 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 	rc.pp = pp_pprof__new();
 	rc.loc_ids = calloc(st->n_locs + 1, sizeof(*rc.loc_ids));
 	rc.map_ids = calloc(st->n_procs + 1, sizeof(*rc.map_ids));
-	if (!rc.pp || !rc.loc_ids || !rc.map_ids)
+	{
+		size_t nf = 0;
+		for (size_t i = 0; i < st->n_stacks; i++)
+			nf += st->stacks[i].n;
+		rc.pair_cap = 16;
+		while (rc.pair_cap < 2 * nf + 2)
+			rc.pair_cap *= 2;
+		rc.pair_keys = calloc(rc.pair_cap, sizeof(*rc.pair_keys));
+		rc.pair_ids = calloc(rc.pair_cap, sizeof(*rc.pair_ids));
+	}
+	if (!rc.pp || !rc.loc_ids || !rc.map_ids || !rc.pair_keys || !rc.pair_ids)
 		goto out;
 
 	int64_t duration = o->base ? (int64_t)(now - o->base->time_ns) : 0;
@@ -1684,7 +2039,7 @@ static int render_proto(struct pp_store *st, const struct pp_store_render_opts *
 		uint64_t ids[MAX_FRAMES];
 		size_t n = 0;
 		for (uint32_t k = 0; k < s->n && n < MAX_FRAMES; k++) {
-			uint64_t id = render_loc(&rc, s->locs[k]);
+			uint64_t id = render_loc(&rc, s->proc, s->locs[k]);
 			if (id)
 				ids[n++] = id;
 		}
@@ -1717,6 +2072,8 @@ out:
 			free(rc.map_ids[i]);
 	free(rc.map_ids);
 	free(rc.loc_ids);
+	free(rc.pair_keys);
+	free(rc.pair_ids);
 	pp_pprof__free(rc.pp);
 	return r;
 }
@@ -1746,23 +2103,26 @@ static int cmp_rec_count(const void *a, const void *b)
 static int text_frames(struct pp_store *st, struct pp_buf *out, const struct st_stack *s)
 {
 	int r = 0;
-	for (uint32_t k = 0; k < s->n && !r; k++)
-		r = pp_buf_printf(out, " %#" PRIx64, st->locs[s->locs[k]].addr);
+	uint64_t addr;
+	for (uint32_t k = 0; k < s->n && !r; k++) {
+		loc_where(st, s->proc, &st->locs[s->locs[k]], &addr);
+		r = pp_buf_printf(out, " %#" PRIx64, addr);
+	}
 	r = r ? r : pp_buf_puts(out, "\n");
 	for (uint32_t k = 0; k < s->n && !r; k++) {
 		const struct st_loc *l = &st->locs[s->locs[k]];
+		loc_where(st, s->proc, l, &addr);
 		if (!l->n_frames) {
-			r = pp_buf_printf(out, "#\t%#" PRIx64 "\n", l->addr);
+			r = pp_buf_printf(out, "#\t%#" PRIx64 "\n", addr);
 			continue;
 		}
 		for (uint32_t f = 0; f < l->n_frames && !r; f++) {
 			const struct st_frame *fr = &l->frames[f];
 			if (fr->file)
-				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\t%s:%u\n", l->addr,
+				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\t%s:%u\n", addr,
 						  fr->function, fr->file, fr->line);
 			else
-				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\n", l->addr,
-						  fr->function);
+				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\n", addr, fr->function);
 		}
 	}
 	return r ? r : pp_buf_puts(out, "\n");
@@ -1925,6 +2285,8 @@ static int view_build(struct pp_store *st, const struct pp_store_render_opts *o,
 		*q = *p;
 		q->maps = (struct pp_maps){ 0 };
 		q->bids = NULL;
+		q->objs = NULL;
+		q->mix = NULL;
 		q->threads = NULL;
 		q->n_threads = 0;
 		q->exe = NULL;
@@ -2054,6 +2416,8 @@ void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret)
 	for (size_t i = 0; i < st->n_procs; i++)
 		ret->procs += st->procs[i].alive;
 	ret->procs_held = st->procs_held;
+	ret->objects = st->objs_held;
+	ret->file_opens = st->file_opens;
 	ret->live_entries = st->n_live;
 	pthread_mutex_unlock(&st->lock);
 }

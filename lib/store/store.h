@@ -13,12 +13,24 @@
  * writes the names back under the lock. Locations are so resolved within
  * moments of being first seen, while the process and its files still
  * exist; files are cached by the symbolizer by build id (dev+inode without
- * one), so processes that exited later still resolve from the cache. A
- * render first waits (at most 2 s) for the locations queued so far; any
+ * one), so processes that exited later still resolve from the cache.
+ *
+ * Objects: each executable file mapping of a process is an object,
+ * identified by build id, else dev+inode+size+mtime (from a stat taken
+ * when its build id is read, before the lock), else the maps line's
+ * dev+inode; held (refcounted) by the maps, interned mappings and
+ * locations using it. A location in an object is keyed by (object, file
+ * offset): one location, symbolized once, serves every process mapping
+ * that file; a profile gives each process its own address for it (its
+ * mapping of the object). Kernel locations are keyed by address for every
+ * process; locations in anonymous or unknown memory by (process, address).
+ *
+ * A render first waits (at most 2 s) for the locations queued so far; any
  * still missing are rendered address-only.
  *
- * Lifecycle: an exited process (its stacks, locations, thread names; its
- * live heap entries go at exit) is released once it exited linger_ns ago
+ * Lifecycle: an exited process (its stacks, thread names, the locations
+ * no other process's stacks use; its live heap entries go at exit) is
+ * released once it exited linger_ns ago
  * and no snapshot taken before its exit is still open. Snapshots key their
  * values by a stable stack id, so they survive slots being reused. Caps
  * bound what is held now: distinct stacks (max_stacks), locations
@@ -166,6 +178,11 @@ struct pp_store_stats {
 	uint64_t dropped_stacks, dropped_live, dropped_procs, unknown_frees;
 	uint64_t dropped_locations; /* samples dropped: max_locations reached */
 	uint64_t released_procs; /* exited processes whose data was released */
+	uint64_t objects; /* files mapped by the processes held (build id, else
+			   * dev+inode+size+mtime): each one's locations and names
+			   * serve every process mapping it */
+	uint64_t file_opens; /* files opened to read a build id (a file already
+			      * held as an object is recognized by a stat) */
 	uint64_t cpu_samples, heap_samples, contention_samples;
 };
 void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret);

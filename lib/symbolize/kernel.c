@@ -430,6 +430,13 @@ static pid_t ns_pid(pid_t pid)
 	return (pid_t)v;
 }
 
+int pp_sym__open_perf_map_direct(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)ns_pid(pid));
+	return pp_sym__open_in_root_direct(pid, path);
+}
+
 /* May a changed map be read again now? */
 static bool jit_may_reload(struct jitmap *m, uint64_t now)
 {
@@ -452,9 +459,7 @@ static bool jit_may_reload(struct jitmap *m, uint64_t now)
 /* 0 unchanged, 1 read again, -EAGAIN changed but not read again (rate), <0 error. */
 static int jit_refresh(struct jitmap *m, pid_t pid, uint64_t now)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)ns_pid(pid));
-	_cleanup_close_ int fd = pp_sym__open_in_root(pid, path);
+	_cleanup_close_ int fd = pp_sym__open_perf_map(pid);
 	if (fd < 0) {
 		free(m->v);
 		free(m->names);

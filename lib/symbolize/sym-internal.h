@@ -15,11 +15,15 @@
 int pp_sym__result_one(struct pp_sym_result *ret, const char *name, bool has_function);
 
 /*
- * Opens path inside the root of pid (RESOLVE_IN_ROOT, so absolute symlinks
- * stay inside the target's root); pid 0 means podprof's own root. Regular
- * files only (-EINVAL otherwise), never blocks on a FIFO. Returns fd or -errno.
+ * Every file the symbolizer reads is opened through these three, which go
+ * to the opener set by pp_sym__set_opener (symbolize.h) when there is one,
+ * else to the _direct versions. fd or -errno.
  */
 int pp_sym__open_in_root(pid_t pid, const char *path);
+int pp_sym__open_mapped(pid_t pid, const struct pp_map *m);
+int pp_sym__open_perf_map(pid_t pid);
+/* /tmp/perf-PID.map in pid's root, PID as the target sees itself (kernel.c). */
+int pp_sym__open_perf_map_direct(pid_t pid);
 
 /* Kernel symbols and perf maps (kernel.c), owned by the symbolizer. */
 struct pp_ksyms;

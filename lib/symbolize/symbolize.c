@@ -271,7 +271,35 @@ static uint64_t result_bytes(const struct pp_sym_result *r)
 
 /* ---------- files in the target's root ---------- */
 
+static const struct pp_sym_opener *opener;
+
+void pp_sym__set_opener(const struct pp_sym_opener *o)
+{
+	opener = o;
+}
+
+int pp_sym__open_mapped(pid_t pid, const struct pp_map *m)
+{
+	if (opener)
+		return opener->open_mapped(opener->ctx, pid, m);
+	return pp_proc__open_mapped(pid, m);
+}
+
 int pp_sym__open_in_root(pid_t pid, const char *path)
+{
+	if (opener)
+		return opener->open_in_root(opener->ctx, pid, path);
+	return pp_sym__open_in_root_direct(pid, path);
+}
+
+int pp_sym__open_perf_map(pid_t pid)
+{
+	if (opener)
+		return opener->open_perf_map(opener->ctx, pid);
+	return pp_sym__open_perf_map_direct(pid);
+}
+
+int pp_sym__open_in_root_direct(pid_t pid, const char *path)
 {
 	int fd = -1;
 	if (!path || path[0] != '/')
@@ -1293,7 +1321,7 @@ static struct sym_file *cache_get(struct pp_symbolizer *s, pid_t pid, const stru
 		return NULL;
 	nf->keys[0] = (struct devino){ m->dev_major, m->dev_minor, m->inode };
 	nf->n_keys = 1;
-	int fd = pp_proc__open_mapped(pid, m);
+	int fd = pp_sym__open_mapped(pid, m);
 	if (fd >= 0) {
 		uint8_t fid[PP_BUILD_ID_MAX];
 		size_t fl;

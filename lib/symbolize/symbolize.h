@@ -120,6 +120,29 @@ struct pp_symbolizer_stats {
 };
 void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret);
 
+/*
+ * Where the symbolizer's files come from. By default it opens them itself:
+ * the mapped file through pp_proc__open_mapped, debug files and perf maps
+ * with pp_sym__open_in_root_direct. The isolated helper process (isolate.h)
+ * sets an opener that asks the privileged process for each fd instead.
+ * Process-wide; set once, before any symbolizer is used. Each function
+ * returns an fd (owned by the caller) or -errno.
+ */
+struct pp_sym_opener {
+	int (*open_mapped)(void *ctx, pid_t pid, const struct pp_map *m);
+	int (*open_in_root)(void *ctx, pid_t pid, const char *path); /* pid 0: podprof's root */
+	int (*open_perf_map)(void *ctx, pid_t pid);
+	void *ctx;
+};
+void pp_sym__set_opener(const struct pp_sym_opener *o);
+
+/*
+ * Opens path inside the root of pid (RESOLVE_IN_ROOT, so absolute symlinks
+ * stay inside the target's root); pid 0 means podprof's own root. Regular
+ * files only (-EINVAL otherwise), never blocks on a FIFO. Returns fd or -errno.
+ */
+int pp_sym__open_in_root_direct(pid_t pid, const char *path);
+
 void pp_sym_result__free(struct pp_sym_result *r);
 void pp_symbolizer__free(struct pp_symbolizer *s);
 

@@ -23,8 +23,10 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -120,13 +122,123 @@ static bool in_exec(const struct pp_unwinder *u, uint64_t pc)
 	return range_find(u->exec, u->n_exec, pc) != NULL;
 }
 
+/*
+ * Descriptors for reading targets' read-only segments, shared by every
+ * unwinder: one per file (the identity a stat shows: device, inode, size,
+ * mtime), refcounted, so N processes of one binary hold one descriptor for
+ * it here (libdw still gets its own per Dwfl). Reads are pread, so sharing
+ * needs no lock around them; the table has its own.
+ */
+struct shared_fd {
+	int fd; /* -1 = free slot */
+	unsigned refs;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_fd *shared;
+static size_t n_shared, cap_shared;
+
+static bool same_file(const struct shared_fd *f, const struct stat *st)
+{
+	return f->fd >= 0 && f->dev == st->st_dev && f->ino == st->st_ino &&
+	       f->size == st->st_size && f->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       f->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/*
+ * The shared descriptor for the file open on fd (a reference; fd itself is
+ * closed when the file already has one), or fd when it cannot be shared
+ * (no stat, no memory). Release with shared_fd_put.
+ */
+static int shared_fd_get(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return fd;
+	pthread_mutex_lock(&shared_lock);
+	size_t i, free_i = SIZE_MAX;
+	for (i = 0; i < n_shared; i++) {
+		if (same_file(&shared[i], &st))
+			break;
+		if (shared[i].fd < 0 && free_i == SIZE_MAX)
+			free_i = i;
+	}
+	if (i < n_shared) {
+		shared[i].refs++;
+		pthread_mutex_unlock(&shared_lock);
+		close(fd);
+		return shared[i].fd;
+	}
+	if (free_i == SIZE_MAX) {
+		if (pp_grow(&shared, &cap_shared, n_shared + 1, sizeof(*shared), 16) < 0) {
+			pthread_mutex_unlock(&shared_lock);
+			return fd;
+		}
+		free_i = n_shared++;
+	}
+	shared[free_i] = (struct shared_fd){ .fd = fd,
+					     .refs = 1,
+					     .dev = st.st_dev,
+					     .ino = st.st_ino,
+					     .size = st.st_size,
+					     .mtime = st.st_mtim };
+	pthread_mutex_unlock(&shared_lock);
+	return fd;
+}
+
+/*
+ * m's file as pp_proc__open_mapped opens it, but without opening it again
+ * when it already has a shared descriptor: a stat of the path
+ * pp_proc__mapped_path_ex checked against m, matched to the table, gives a
+ * duplicate of that descriptor (the same file: device, inode, size, mtime).
+ */
+static int open_mapped_shared(pid_t pid, const struct pp_map *m)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	if (pp_proc__mapped_path_ex(pid, m, 0, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		int fd = -1;
+		pthread_mutex_lock(&shared_lock);
+		for (size_t i = 0; i < n_shared && fd < 0; i++)
+			if (same_file(&shared[i], &st))
+				fd = fcntl(shared[i].fd, F_DUPFD_CLOEXEC, 0);
+		pthread_mutex_unlock(&shared_lock);
+		if (fd >= 0)
+			return fd;
+	}
+	return pp_proc__open_mapped(pid, m);
+}
+
+/* Drops a reference taken by shared_fd_get (closes fd if it is not shared). */
+static void shared_fd_put(int fd)
+{
+	pthread_mutex_lock(&shared_lock);
+	for (size_t i = 0; i < n_shared; i++) {
+		if (shared[i].fd != fd)
+			continue;
+		if (!--shared[i].refs) {
+			close(fd);
+			shared[i].fd = -1;
+		}
+		pthread_mutex_unlock(&shared_lock);
+		return;
+	}
+	pthread_mutex_unlock(&shared_lock);
+	close(fd);
+}
+
 static void unwinder_reset(struct pp_unwinder *u)
 {
 	if (u->dwfl)
 		dwfl_end(u->dwfl);
 	u->dwfl = NULL;
 	for (size_t i = 0; i < u->n_fds; i++)
-		close(u->fds[i]);
+		shared_fd_put(u->fds[i]);
 	free(u->fds);
 	u->fds = NULL;
 	u->n_fds = 0;
@@ -294,7 +406,7 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	if ((*n_rep + 1) * 2 > pp_unwind__fd_budget())
 		return -EMFILE;
 
-	fd = vdso ? vdso_fd(u->pid, m) : pp_proc__open_mapped(u->pid, m);
+	fd = vdso ? vdso_fd(u->pid, m) : open_mapped_shared(u->pid, m);
 	if (fd < 0)
 		return fd;
 
@@ -324,6 +436,8 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 		close(fd);
 		return r;
 	}
+	if (!vdso)
+		own = shared_fd_get(own); /* one per file for every unwinder */
 	if (u->dwfl) {
 		const char *name = m->path ? m->path : "?";
 		const char *base = strrchr(name, '/');
@@ -491,7 +605,7 @@ static int unwinder_build(struct pp_unwinder *u)
 	u->fds = calloc(n_rep ? n_rep : 1, sizeof(int));
 	if (!u->fds) {
 		for (size_t j = 0; j < n_rep; j++)
-			close(rep[j].fd);
+			shared_fd_put(rep[j].fd);
 		n_rep = 0;
 		r = -ENOMEM;
 		goto out;
@@ -514,7 +628,7 @@ static int unwinder_build(struct pp_unwinder *u)
 out:
 	if (rep) {
 		for (size_t j = 0; j < n_rep; j++)
-			close(rep[j].fd);
+			shared_fd_put(rep[j].fd);
 		free(rep);
 	}
 	pp_maps__free(&maps);

@@ -22,7 +22,7 @@
 
 set -u
 
-ALL_TARGETS="config http maps proc buildid pprof cpurec"
+ALL_TARGETS="config http maps proc buildid pprof cpurec symipc"
 
 if [ $# -lt 1 ] || ! [ "$1" -gt 0 ] 2>/dev/null; then
 	echo "usage: $0 SECONDS [TARGET...]   (targets: $ALL_TARGETS)" >&2

@@ -451,7 +451,7 @@ static const struct {
 	{ "target:\n  - pid: 1\n", "x.yaml:1: target: unknown key (did you mean targets?)" },
 	{ "foo: 1\n", "x.yaml:1: foo: unknown key (valid keys: listen, targets, discovery, cpu, "
 		      "heap, offcpu, "
-		      "threads, http, limits, log)" },
+		      "threads, http, limits, symbolizer, log)" },
 	{ "heap: {zzz: 1}\n", "x.yaml:1: heap.zzz: unknown key (valid keys: enabled, sample_rate, "
 			      "max_live, ring_mib, "
 			      "budget_percent, over_budget, mode)" },
@@ -1032,7 +1032,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 41);
+	assert_int_equal(nkeys, 45);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);

@@ -35,6 +35,7 @@ struct fake_sym {
 	bool hold; /* resolve waits while set */
 	bool in_resolve;
 	unsigned calls;
+	bool by_offset; /* name file addresses "off_<file offset>" */
 };
 
 static int fake_name(uint64_t addr, struct pp_sym_result *ret)
@@ -62,8 +63,19 @@ static int fake_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint
 	while (f->hold)
 		pthread_cond_wait(&f->cond, &f->lock);
 	f->in_resolve = false;
+	bool by_offset = f->by_offset;
 	pthread_mutex_unlock(&f->lock);
 	assert_true(addr >= m->start && addr < m->end);
+	if (by_offset) {
+		int r = fake_name(addr - m->start + m->offset, ret);
+		if (r == 0) {
+			free(ret->frames[0].function);
+			if (asprintf(&ret->frames[0].function, "off_%llx",
+				     (unsigned long long)(addr - m->start + m->offset)) < 0)
+				ret->frames[0].function = NULL;
+		}
+		return r;
+	}
 	return fake_name(addr, ret);
 }
 
@@ -104,6 +116,27 @@ static void add_proc(struct pp_store *st, pid_t pid, uint64_t start_time)
 	assert_int_equal(pp_maps__parse(text, sizeof(text) - 1, &maps, NULL), 0);
 	struct pp_proc_info info = { .pid = pid, .start_time = start_time };
 	snprintf(info.comm, sizeof(info.comm), "app%d", pid - PID_BASE);
+	assert_int_equal(pp_store__process_update(st, &info, &maps, 0), 0);
+	pp_maps__free(&maps);
+}
+
+/* A process mapping file `inode` (dev 00:00, no build id) at base, text
+ * at file offset 0x1000, and an anonymous JIT area. */
+static void add_proc_at(struct pp_store *st, pid_t pid, uint64_t base, unsigned inode)
+{
+	char text[512];
+	int n = snprintf(text, sizeof(text),
+			 "%08llx-%08llx r--p 00000000 00:00 %u /fake/lib%u.so\n"
+			 "%08llx-%08llx r-xp 00001000 00:00 %u /fake/lib%u.so\n"
+			 "%08llx-%08llx rwxp 00000000 00:00 0 \n",
+			 (unsigned long long)base, (unsigned long long)base + 0x1000, inode, inode,
+			 (unsigned long long)base + 0x1000, (unsigned long long)base + 0x11000,
+			 inode, inode, (unsigned long long)base + 0x20000,
+			 (unsigned long long)base + 0x21000);
+	struct pp_maps maps = { 0 };
+	assert_int_equal(pp_maps__parse(text, (size_t)n, &maps, NULL), 0);
+	struct pp_proc_info info = { .pid = pid, .start_time = 1 };
+	snprintf(info.comm, sizeof(info.comm), "w%d", pid - PID_BASE);
 	assert_int_equal(pp_store__process_update(st, &info, &maps, 0), 0);
 	pp_maps__free(&maps);
 }
@@ -383,6 +416,129 @@ static void test_maps_read_again(void **state)
 	pp_store__free(st);
 }
 
+static unsigned fake_calls(void)
+{
+	pthread_mutex_lock(&fake.lock);
+	unsigned c = fake.calls;
+	pthread_mutex_unlock(&fake.lock);
+	return c;
+}
+
+/* Checks every sample of p: pid label, and leaf/caller locations at the
+ * runtime addresses of that pid's mapping (base) with the file-offset names. */
+static void check_shared_profile(const Profile *p, const pid_t *pids, const uint64_t *bases,
+				 size_t n, int64_t want_each)
+{
+	int64_t seen[8] = { 0 };
+	assert_true(n <= 8);
+	for (size_t i = 0; i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = p->sample[i];
+		size_t k;
+		int64_t pid = -1;
+		for (size_t j = 0; j < s->n_label; j++)
+			if (!strcmp(p->string_table[s->label[j]->key], "pid"))
+				pid = s->label[j]->num;
+		for (k = 0; k < n && pids[k] != pid; k++)
+			;
+		assert_true(k < n);
+		assert_int_equal(s->n_location_id, 2);
+		static const uint64_t offs[2] = { 0x2000, 0x3000 }; /* leaf, caller (ret - 1) */
+		static const char *const names[2] = { "off_2000", "off_3000" };
+		for (size_t f = 0; f < 2; f++) {
+			const Perftools__Profiles__Location *l = p->location[s->location_id[f] - 1];
+			assert_int_equal(l->address, bases[k] + offs[f]);
+			assert_int_equal(l->n_line, 1);
+			const Perftools__Profiles__Function *fn =
+				p->function[l->line[0]->function_id - 1];
+			assert_string_equal(p->string_table[fn->name], names[f]);
+			const Perftools__Profiles__Mapping *m = p->mapping[l->mapping_id - 1];
+			assert_true(l->address >= m->memory_start && l->address < m->memory_limit);
+			assert_int_equal(l->address - m->memory_start + m->file_offset, offs[f]);
+		}
+		seen[k] += s->value[0];
+	}
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(seen[k], want_each);
+}
+
+/*
+ * Processes mapping one file (workers of one binary, at different load
+ * addresses) share its locations, keyed by (object, file offset): one
+ * location and one name per offset for all of them, resolved once, kept
+ * after the process that first used them exited; each process's profile
+ * addresses are its own. Another file at the same offsets is another object.
+ */
+static void test_locations_by_object(void **state)
+{
+	struct pp_store *st = new_store((struct pp_store_opts){ .linger_ns = 1000000 });
+	pthread_mutex_lock(&fake.lock);
+	fake.by_offset = true;
+	pthread_mutex_unlock(&fake.lock);
+	enum { N = 4 };
+	pid_t pids[N];
+	uint64_t bases[N];
+	for (int i = 0; i < N; i++) {
+		pids[i] = PID_BASE + 20 + i;
+		bases[i] = 0x10000000ull + 0x1000000ull * (uint64_t)i;
+		add_proc_at(st, pids[i], bases[i], 7777);
+	}
+	assert_int_equal(stats(st).objects, 1);
+	unsigned calls0 = fake_calls();
+	/* leaf at file offset 0x2000, caller returns to 0x3001 */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(cpu(st, pids[i], bases[i] + 0x2000, bases[i] + 0x3001, 5), 0);
+	struct pp_store_stats s = stats(st);
+	assert_int_equal(s.locations, 2);
+	assert_int_equal(s.stacks, N);
+	Profile *p = render(st, PP_PROFILE_CPU, NULL);
+	assert_int_equal(fake_calls() - calls0, 2); /* one per location, not per process */
+	check_shared_profile(p, pids, bases, N, 5);
+	pp_pprof_profile__free(p);
+
+	/* The first process exits and is released: the others keep the names;
+	 * a new worker at yet another address uses them without a resolve. */
+	pp_store__process_exit(st, pids[0]);
+	wait_linger();
+	pp_store__collect(st);
+	assert_int_equal(stats(st).released_procs, 1);
+	pids[0] = PID_BASE + 30;
+	bases[0] = 0x30000000ull;
+	add_proc_at(st, pids[0], bases[0], 7777);
+	assert_int_equal(cpu(st, pids[0], bases[0] + 0x2000, bases[0] + 0x3001, 5), 0);
+	p = render(st, PP_PROFILE_CPU, NULL);
+	assert_int_equal(fake_calls() - calls0, 2);
+	check_shared_profile(p, pids, bases, N, 5);
+	pp_pprof_profile__free(p);
+	s = stats(st);
+	assert_int_equal(s.locations, 2);
+	assert_int_equal(s.objects, 1);
+
+	/* Another file (another inode) at the same offsets: its own locations. */
+	add_proc_at(st, PID_BASE + 40, 0x40000000ull, 8888);
+	assert_int_equal(cpu(st, PID_BASE + 40, 0x40002000ull, 0x40003001ull, 1), 0);
+	/* JIT code (anonymous memory) stays per process. */
+	for (int i = 1; i < N; i++)
+		assert_int_equal(cpu(st, pids[i], bases[i] + 0x20010, bases[i] + 0x3001, 1), 0);
+	s = stats(st);
+	assert_int_equal(s.objects, 2);
+	assert_int_equal(s.locations, 2 + 2 + (N - 1));
+
+	/* Every process gone and released: locations and objects too. */
+	for (int i = 0; i < N; i++)
+		pp_store__process_exit(st, pids[i]);
+	pp_store__process_exit(st, PID_BASE + 40);
+	wait_linger();
+	pp_store__collect(st);
+	s = stats(st);
+	assert_int_equal(s.procs_held, 0);
+	assert_int_equal(s.locations, 0);
+	assert_int_equal(s.objects, 0);
+	pthread_mutex_lock(&fake.lock);
+	fake.by_offset = false;
+	pthread_mutex_unlock(&fake.lock);
+	pp_store__free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_caps_count_current),
 		cmocka_unit_test(test_locations_cap),
 		cmocka_unit_test(test_maps_read_again),
+		cmocka_unit_test(test_locations_by_object),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

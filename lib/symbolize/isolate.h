@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Isolated symbolization: the target's files (ELF symbol tables, DWARF
+ * through libdw, the demangler, perf maps) are parsed in a helper process,
+ * so a crash, a memory bomb or a hang in libelf, libdw or libiberty costs
+ * that file's names, not podprof.
+ *
+ * The helper is podprof itself, executed again with a hidden first
+ * argument (PP_SYMISO_HELPER_ARG; cmd/podprof/main.c hands it to
+ * pp_symiso__helper_main). Before reading anything it drops every
+ * capability (effective, permitted, inheritable, ambient and, where
+ * allowed, the bounding set), sets no_new_privs, limits its address space
+ * (RLIMIT_AS, memory_mib) and CPU time (RLIMIT_CPU, cpu_seconds; it
+ * restarts itself cleanly at half of it), and installs a seccomp filter
+ * that allows reading the descriptors it is given, memory management and
+ * messages on its socket; opening files is not among them.
+ *
+ * It talks to podprof over a SOCK_SEQPACKET socketpair, one request at a
+ * time: podprof sends a location; when the helper needs a file (the mapped
+ * file, a debug file, a perf map) it asks, and podprof opens it with its
+ * own rules (O_NONBLOCK, regular files only, inside the target's root; only
+ * for the pid of the request, and in podprof's root only under
+ * /usr/lib/debug) and passes the fd with SCM_RIGHTS; the helper answers
+ * with the frames and its symbolizer's counters. Every answer is checked
+ * (pp_symiso__decode_result) as coming from a hostile process.
+ *
+ * Robustness: each request has a deadline (timeout_ms): a helper that
+ * misses it is killed and restarted. A helper that dies during a request
+ * (a signal, RLIMIT_AS, a malformed answer) is restarted with a backoff
+ * (none if it had run for a minute, else doubling from 100 ms to 30 s).
+ * In both cases the file being resolved (build id, else dev+inode; the
+ * perf map: its pid) is remembered and never sent again: its locations
+ * get the "file+0xoffset" name. While the helper cannot run, locations
+ * get that name too.
+ *
+ * Thread-safe: one lock around each request (the helper serves one at a
+ * time); the counters are published under a lock of their own. No logging above debug: the caller logs from pp_symiso__stats.
+ */
+#ifndef PODPROF_SYMBOLIZE_ISOLATE_H
+#define PODPROF_SYMBOLIZE_ISOLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "symbolize.h"
+
+#define PP_SYMISO_HELPER_ARG "--symbolizer-helper"
+/* Largest message either way. */
+#define PP_SYMISO_MAX_MSG 65536
+/* Frames and string bytes an answer may carry. */
+#define PP_SYMISO_MAX_FRAMES 64
+#define PP_SYMISO_MAX_STR 4096
+
+struct pp_symiso;
+
+struct pp_symiso_opts {
+	uint64_t cache_bytes; /* the helper's symbolizer cache; 0 = its default */
+	bool no_dwarf;
+	unsigned memory_mib; /* RLIMIT_AS of the helper; 0 = none */
+	unsigned cpu_seconds; /* RLIMIT_CPU of the helper; 0 = none */
+	unsigned timeout_ms; /* per request; 0 = 30000 */
+	const char *exe; /* the podprof binary; NULL = /proc/self/exe */
+	int log_level; /* enum pp_log_level for the helper's stderr */
+	bool log_json; /* its lines in JSON (log.format) */
+};
+
+/* Starts the helper and waits (timeout_ms) for it to say it is confined
+ * and serving. NULL with errno if it does not: the caller should parse
+ * in-process rather than lose every name. */
+struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts);
+void pp_symiso__free(struct pp_symiso *s);
+
+/* Same contracts as pp_symbolizer__resolve / __resolve_jit. -ETIMEDOUT,
+ * -EIO: the helper hung or died on this request. */
+int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
+		       const uint8_t *build_id, size_t build_id_len, uint64_t addr,
+		       struct pp_sym_result *ret);
+int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr,
+			   struct pp_sym_result *ret);
+
+/* Collects a helper that died between requests and starts the next one
+ * (when the backoff allows); call it now and then. Never waits for a
+ * request under way. */
+void pp_symiso__check(struct pp_symiso *s);
+
+/* The helper's pid now (0 when none runs). */
+pid_t pp_symiso__pid(struct pp_symiso *s);
+
+struct pp_symiso_stats {
+	uint64_t requests;
+	uint64_t restarts; /* helpers started after the first */
+	uint64_t crashes; /* helpers that died (signal, exit, bad answer) */
+	uint64_t timeouts; /* requests past the deadline: helper killed */
+	uint64_t files_refused; /* files remembered as killing the helper */
+	uint64_t requests_refused; /* requests answered without the helper (refused file, backoff) */
+	uint64_t recycled; /* helpers that restarted themselves at half their CPU budget */
+	struct pp_symbolizer_stats sym; /* the helpers' symbolizers, summed over restarts */
+};
+/* As of the last request or check: never waits for a request under way. */
+void pp_symiso__stats(struct pp_symiso *s, struct pp_symiso_stats *ret);
+
+/* The helper's main: argv[1] is PP_SYMISO_HELPER_ARG. Returns an exit code. */
+int pp_symiso__helper_main(int argc, char **argv);
+
+/*
+ * Framing of the helper's answer, exposed for tests. encode: rc and (when
+ * rc == 0) the frames, strings cut at PP_SYMISO_MAX_STR, at most
+ * PP_SYMISO_MAX_FRAMES frames (the outermost kept), within cap bytes.
+ * decode: checks every length and count against len; -EBADMSG for anything
+ * malformed (ret left empty), else 0 and *ret_rc / *ret / *ret_stats set.
+ */
+int pp_symiso__encode_result(int rc, const struct pp_sym_result *r,
+			     const struct pp_symbolizer_stats *st, uint8_t *buf, size_t cap,
+			     size_t *ret_len);
+int pp_symiso__decode_result(const uint8_t *buf, size_t len, int *ret_rc, struct pp_sym_result *ret,
+			     struct pp_symbolizer_stats *ret_stats);
+
+#endif
