@@ -185,7 +185,7 @@ struct pp_agent {
 	bool target_read_logged;
 	/* refusals of hostile target files, logged once each (counted in /metrics) */
 	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
-	bool logged_fd_budget;
+	bool logged_fd_budget, logged_open_budget;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
@@ -540,20 +540,23 @@ static const struct pp_collector_ops *const coll_ops[COLL__COUNT] = {
 	[COLL_THREADS] = &threads_ops,
 };
 
-/* Reads pid's maps (capped: PP_MAPS_KEEP entries, PP_MAPS_READ_BYTES
- * bytes); the first cut read is logged (all are counted in procfs). */
+/* Reads pid's maps (capped: limits.max_maps_entries, limits.max_maps_bytes);
+ * the first cut read is logged (all are counted in procfs). */
 static int read_maps(const struct pp_proc_info *info, struct pp_maps *maps,
 		     struct pp_maps_read_info *ri)
 {
 	static atomic_bool logged;
 	int r = pp_maps__read_ex(info->pid, maps, ri);
 
-	if (r == 0 && ri->truncated && !atomic_exchange(&logged, true))
+	if (r == 0 && ri->truncated && !atomic_exchange(&logged, true)) {
+		size_t keep, bytes;
+		pp_maps__caps(&keep, &bytes);
 		pp_warn("target: pid %d (%s): /proc/PID/maps cut after %zu entries, %zu bytes "
-			"(caps: %u entries, %zu MiB); code in the mappings left out is not "
+			"(caps: %zu entries, %zu bytes: limits.max_maps_entries, "
+			"limits.max_maps_bytes); code in the mappings left out is not "
 			"symbolized (podprof_maps_truncated_total; logged once)",
-			info->pid, info->comm, ri->kept, ri->bytes, PP_MAPS_KEEP,
-			PP_MAPS_READ_BYTES >> 20);
+			info->pid, info->comm, ri->kept, ri->bytes, keep, bytes);
+	}
 	return r;
 }
 
@@ -989,10 +992,18 @@ static void log_refusals(struct pp_agent *a)
 	}
 	if (pp_unwind_fd_budget_hits() && !a->logged_fd_budget) {
 		a->logged_fd_budget = true;
-		pp_warn("unwind: a target maps more executable files than its fd budget (%d fds, "
-			"two per file) allows: the files past it get no CFI, frame pointers only "
-			"(counted in podprof_unwind_fd_budget_total)",
-			PP_UNWIND_FD_BUDGET);
+		pp_warn("unwind: a target maps more executable files than its fd budget (%u fds, "
+			"two per file: limits.max_target_fds) allows: the files past it get no "
+			"CFI, frame pointers only (counted in podprof_unwind_fd_budget_total)",
+			pp_unwind__fd_budget());
+	}
+	if (pp_open_budget__hits() && !a->logged_open_budget) {
+		a->logged_open_budget = true;
+		pp_warn("a target maps more files than podprof opens for it in one pass (%u: "
+			"limits.max_target_fds): the files past it get no build id, allocator "
+			"search or heap agent redirection in that pass (counted in "
+			"podprof_target_open_budget_total)",
+			a->cfg->limits.max_target_fds);
 	}
 	if (sb && !a->logged_sigbus) {
 		a->logged_sigbus = true;
@@ -2250,6 +2261,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->symiso_idle_ends = is.idle_ends;
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
+	m->open_budget = pp_open_budget__hits();
 	m->sigbus_repaired = pp_sigbus_guard_repaired();
 	m->n_colls = src_collectors(sc, colls, ARRAY_SIZE(colls));
 	m->colls = colls;
@@ -2381,6 +2393,10 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 		a->opts = *opts;
 	a->self = getpid();
 	a->start_ns = pp_now_mono_ns();
+	/* Process-wide caps on what one target makes podprof read and hold. */
+	pp_maps__set_caps(a->cfg->limits.max_maps_entries, a->cfg->limits.max_maps_bytes);
+	pp_unwind__set_fd_budget(a->cfg->limits.max_target_fds);
+	pp_proc__set_open_budget(a->cfg->limits.max_target_fds);
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->snapshot_lock, NULL);
 	pthread_mutex_init(&a->unw_lock, NULL);

@@ -186,6 +186,14 @@ static const struct key_def config_keys[] = {
 	  .min = MIB,
 	  .max = 64 * GIB,
 	  .sizes = true },
+	U("limits.max_maps_entries", limits.max_maps_entries, 256, 1000000),
+	{ .key = "limits.max_maps_bytes",
+	  .type = K_UINT,
+	  .off = OFF(limits.max_maps_bytes),
+	  .min = 64 * KIB,
+	  .max = 256 * MIB,
+	  .sizes = true },
+	U("limits.max_target_fds", limits.max_target_fds, 4, 65536),
 	B("symbolizer.isolate", symbolizer.isolate),
 	U("symbolizer.memory_mib", symbolizer.memory_mib, 16, 65536),
 	U("symbolizer.cpu_seconds", symbolizer.cpu_seconds, 10, 31536000),
@@ -1485,6 +1493,9 @@ struct pp_config *pp_config__new_default(void)
 	c->limits.max_targets = 256;
 	c->limits.max_stacks = 200000;
 	c->limits.symbol_cache_bytes = 64 * MIB;
+	c->limits.max_maps_entries = 65536;
+	c->limits.max_maps_bytes = 16 * MIB;
+	c->limits.max_target_fds = 256;
 	c->symbolizer.isolate = true;
 	c->symbolizer.memory_mib = 192;
 	c->symbolizer.cpu_seconds = 86400;

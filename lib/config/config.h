@@ -113,6 +113,11 @@ struct pp_config {
 		unsigned max_targets; /* processes profiled at once, default 256 */
 		unsigned max_stacks; /* distinct stacks kept, default 200000 */
 		uint64_t symbol_cache_bytes; /* default 64 MiB */
+		/* /proc/PID/maps reads stop at either (pp_maps__set_caps) */
+		unsigned max_maps_entries; /* default 65536 (256..1000000) */
+		unsigned max_maps_bytes; /* default 16 MiB (64KiB..256MiB) */
+		/* fds one target's unwinder keeps (pp_unwind__set_fd_budget) */
+		unsigned max_target_fds; /* default 256 (4..65536) */
 	} limits;
 
 	struct {

@@ -115,7 +115,7 @@ static Elf_Scn *next_table(Elf *elf, Elf_Scn *scn, Elf64_Word type, GElf_Shdr *s
 	return NULL;
 }
 
-static int obj_load(pid_t pid, struct obj *o)
+static int obj_load(pid_t pid, struct obj *o, struct pp_open_budget *budget)
 {
 	size_t nph = 0, i;
 	Elf_Scn *scn = NULL;
@@ -126,6 +126,8 @@ static int obj_load(pid_t pid, struct obj *o)
 	if (o->load_failed)
 		return -ENOEXEC;
 	o->load_failed = true;
+	if (!pp_open_budget__take(budget))
+		return -EMFILE; /* this search's budget: fds held at once, too */
 	o->fd = pp_proc__open_mapped(pid, o->m);
 	if (o->fd < 0)
 		return o->fd;
@@ -296,7 +298,8 @@ static bool in_order(const size_t *order, size_t n, size_t idx)
 	return false;
 }
 
-static ssize_t find_obj(struct obj *objs, size_t nobjs, const char *name, bool by_soname, pid_t pid)
+static ssize_t find_obj(struct obj *objs, size_t nobjs, const char *name, bool by_soname, pid_t pid,
+			struct pp_open_budget *budget)
 {
 	size_t i;
 
@@ -308,7 +311,7 @@ static ssize_t find_obj(struct obj *objs, size_t nobjs, const char *name, bool b
 	if (!by_soname)
 		return -1;
 	for (i = 0; i < nobjs; i++) {
-		if (obj_load(pid, &objs[i]) == 0 && objs[i].soname &&
+		if (obj_load(pid, &objs[i], budget) == 0 && objs[i].soname &&
 		    strcmp(objs[i].soname, name) == 0)
 			return (ssize_t)i;
 	}
@@ -356,8 +359,10 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 	size_t nobjs = 0, norder = 0, i, j, npre = 0;
 	size_t *order = NULL;
 	char exe[PATH_MAX], link[64], **pre = NULL;
+	struct pp_open_budget budget;
 
 	pp_sigbus_guard_install();
+	pp_open_budget__init(&budget);
 	ssize_t n;
 	int r;
 
@@ -412,7 +417,7 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 	order[norder++] = i < nobjs ? i : 0;
 	read_preload(pid, &pre, &npre);
 	for (i = 0; i < npre; i++) {
-		ssize_t k = find_obj(objs, nobjs, pre[i], false, pid);
+		ssize_t k = find_obj(objs, nobjs, pre[i], false, pid, &budget);
 
 		if (k >= 0 && !in_order(order, norder, (size_t)k))
 			order[norder++] = (size_t)k;
@@ -420,10 +425,10 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 	for (i = 0; i < norder; i++) {
 		struct obj *o = &objs[order[i]];
 
-		if (obj_load(pid, o) < 0)
+		if (obj_load(pid, o, &budget) < 0)
 			continue;
 		for (j = 0; j < o->nneeded; j++) {
-			ssize_t k = find_obj(objs, nobjs, o->needed[j], true, pid);
+			ssize_t k = find_obj(objs, nobjs, o->needed[j], true, pid, &budget);
 
 			if (k >= 0 && !in_order(order, norder, (size_t)k))
 				order[norder++] = (size_t)k;
@@ -441,7 +446,7 @@ int pp_heap__find_allocator(pid_t pid, struct pp_heap_allocator *ret)
 		bool have[PP_HEAP_NFN];
 		struct pp_heap_allocator *a;
 
-		if (obj_load(pid, o) < 0 || obj_syms(o, found, have) < 0)
+		if (obj_load(pid, o, &budget) < 0 || obj_syms(o, found, have) < 0)
 			continue;
 		a = calloc(1, sizeof(*a));
 		if (!a) {

@@ -287,8 +287,13 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 	  "Files given no CFI: their debug sections would take over 64 MiB in libdw.",
 	  m->unwind_debug_refused);
 	C("unwind_fd_budget_total",
-	  "Unwinder builds that reached a target's fd budget (256): files past it got no CFI.",
+	  "Unwinder builds that reached a target's fd budget (limits.max_target_fds): files past "
+	  "it got no CFI.",
 	  m->unwind_fd_budget);
+	C("target_open_budget_total",
+	  "Build-id reads, allocator searches and agent slot scans that reached a target's budget "
+	  "of files opened in one pass (limits.max_target_fds): files past it were skipped.",
+	  m->open_budget);
 	C("sigbus_repaired_total",
 	  "Reads of a target file truncated under podprof, answered with zeros.",
 	  m->sigbus_repaired);

@@ -638,6 +638,7 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 	struct pp_maps maps = { 0 };
 	struct found_slot *found;
 	char exe[PATH_MAX], link[64];
+	struct pp_open_budget budget;
 	ssize_t el;
 	int r;
 
@@ -658,6 +659,7 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 		pp_maps__free(&maps);
 		return -ENOMEM;
 	}
+	pp_open_budget__init(&budget);
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct pp_map *m = &maps.v[i];
 		uint64_t lo, hi;
@@ -678,6 +680,12 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 			continue;
 		if (inj->nmods >= MAX_MODULES)
 			break;
+		/* Past this pass's open budget only the executable and the
+		 * allocator are scanned (the rest: at the next rescan). */
+		if (strcmp(m->path, exe) != 0 &&
+		    !(inj->alloc_path[0] && strcmp(m->path, inj->alloc_path) == 0) &&
+		    !pp_open_budget__take(&budget))
+			continue;
 		if (scan_module(inj->pid, m, found, MAX_SLOTS, &nf, &lo, &hi, &is_static,
 				inj->alloc_path[0] && strcmp(m->path, inj->alloc_path) == 0
 					? inj->def

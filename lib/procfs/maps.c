@@ -311,6 +311,23 @@ int pp_maps__parse(const char *buf, size_t len, struct pp_maps *ret, size_t *ret
 }
 
 static _Atomic uint64_t maps_truncated;
+static _Atomic size_t maps_keep = PP_MAPS_KEEP, maps_read_bytes = PP_MAPS_READ_BYTES;
+
+void pp_maps__set_caps(size_t entries, size_t bytes)
+{
+	if (entries)
+		atomic_store(&maps_keep, entries < PP_MAPS_MAX ? entries : PP_MAPS_MAX);
+	if (bytes)
+		atomic_store(&maps_read_bytes, bytes);
+}
+
+void pp_maps__caps(size_t *entries, size_t *bytes)
+{
+	if (entries)
+		*entries = atomic_load(&maps_keep);
+	if (bytes)
+		*bytes = atomic_load(&maps_read_bytes);
+}
 
 uint64_t pp_maps__truncated_total(void)
 {
@@ -319,13 +336,15 @@ uint64_t pp_maps__truncated_total(void)
 
 /*
  * Reads maps through a fixed buffer, a line at a time: the text is never
- * held whole. Stops at PP_MAPS_KEEP entries or PP_MAPS_READ_BYTES bytes.
+ * held whole. Stops at the caps (pp_maps__set_caps; PP_MAPS_KEEP entries
+ * and PP_MAPS_READ_BYTES bytes by default).
  */
 int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *info)
 {
 	struct maps_builder b = { .strings = { .max = (size_t)1 << 31 }, .sorted = true };
 	struct pp_maps_read_info in = { 0 };
 	const size_t bufsz = MAPS_MAX_LINE + 65536;
+	const size_t keep = atomic_load(&maps_keep), max_bytes = atomic_load(&maps_read_bytes);
 	_cleanup_close_ int fd = -1;
 	char path[64], *buf = NULL;
 	size_t have = 0;
@@ -345,10 +364,10 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 		ssize_t k = 0;
 		bool eof = false;
 
-		if (in.bytes < PP_MAPS_READ_BYTES) {
+		if (in.bytes < max_bytes) {
 			size_t want = bufsz - have;
-			if (want > PP_MAPS_READ_BYTES - in.bytes)
-				want = PP_MAPS_READ_BYTES - in.bytes;
+			if (want > max_bytes - in.bytes)
+				want = max_bytes - in.bytes;
 			k = read(fd, buf + have, want);
 			if (k < 0) {
 				if (errno == EINTR)
@@ -358,7 +377,7 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 			}
 			eof = k == 0;
 		}
-		if (!eof && in.bytes + (size_t)k >= PP_MAPS_READ_BYTES) {
+		if (!eof && in.bytes + (size_t)k >= max_bytes) {
 			/* Cut: anything after the last complete line is dropped. */
 			char probe;
 			in.bytes += (size_t)k;
@@ -391,7 +410,7 @@ int pp_maps__read_ex(pid_t pid, struct pp_maps *ret, struct pp_maps_read_info *i
 			}
 			/* The cap counts lines, so a hash-only read cuts where a
 			 * parsing one does. */
-			if (ll > 0 && in.kept >= PP_MAPS_KEEP) {
+			if (ll > 0 && in.kept >= keep) {
 				in.truncated = true;
 				eof = true;
 				break;
@@ -660,6 +679,38 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 int pp_proc__open_mapped(pid_t pid, const struct pp_map *m)
 {
 	return pp_proc__open_mapped_ex(pid, m, 0);
+}
+
+static _Atomic unsigned open_budget = PP_OPEN_BUDGET;
+static _Atomic uint64_t open_budget_hits;
+
+void pp_proc__set_open_budget(unsigned opens)
+{
+	if (opens)
+		atomic_store(&open_budget, opens);
+}
+
+void pp_open_budget__init(struct pp_open_budget *b)
+{
+	b->left = atomic_load(&open_budget);
+	b->spent = false;
+}
+
+bool pp_open_budget__take(struct pp_open_budget *b)
+{
+	if (b->left) {
+		b->left--;
+		return true;
+	}
+	if (!b->spent)
+		atomic_fetch_add(&open_budget_hits, 1);
+	b->spent = true;
+	return false;
+}
+
+uint64_t pp_open_budget__hits(void)
+{
+	return atomic_load(&open_budget_hits);
 }
 
 int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)

@@ -58,8 +58,13 @@ int pp_maps__read(pid_t pid, struct pp_maps *ret);
  * whole), and only so much of it: a target can map hundreds of thousands
  * of areas. What lies past either cap is left out (the lowest addresses
  * are kept); a cut read succeeds with truncated set. */
-#define PP_MAPS_KEEP 65536u /* entries kept */
-#define PP_MAPS_READ_BYTES ((size_t)16 << 20) /* bytes read */
+#define PP_MAPS_KEEP 65536u /* entries kept, by default */
+#define PP_MAPS_READ_BYTES ((size_t)16 << 20) /* bytes read, by default */
+/* Sets the caps process-wide (config limits.max_maps_entries and
+ * limits.max_maps_bytes, at start); 0 leaves a cap as it is. Entries are
+ * capped at PP_MAPS_MAX. */
+void pp_maps__set_caps(size_t entries, size_t bytes);
+void pp_maps__caps(size_t *entries, size_t *bytes);
 
 struct pp_maps_read_info {
 	size_t bytes; /* bytes read */
@@ -84,6 +89,28 @@ void pp_maps__free(struct pp_maps *maps);
  * Never opens the maps path in podprof's own mount namespace.
  */
 int pp_proc__open_mapped(pid_t pid, const struct pp_map *m);
+
+/*
+ * Files one target makes podprof open in one pass outside the unwinder (the
+ * store's build-id reads, the heap tracer's allocator search): a target
+ * mapping thousands of distinct files must not cost thousands of opens a
+ * pass. Files past the budget are skipped (no build id; not searched for
+ * malloc). The budget is process-wide, PP_OPEN_BUDGET by default, set at
+ * start from config limits.max_target_fds (0 leaves it as it is).
+ */
+#define PP_OPEN_BUDGET 256u
+void pp_proc__set_open_budget(unsigned opens);
+struct pp_open_budget {
+	unsigned left;
+	bool spent; /* a file was skipped */
+};
+/* A pass's budget, full. */
+void pp_open_budget__init(struct pp_open_budget *b);
+/* Takes one open: false (and the first time in this pass, one count in
+ * pp_open_budget__hits) when the budget is spent. */
+bool pp_open_budget__take(struct pp_open_budget *b);
+/* Passes cut by their budget, since start (process-wide). */
+uint64_t pp_open_budget__hits(void);
 
 /*
  * Same resolution but returns a path that the kernel can follow for this

@@ -501,8 +501,10 @@ static bool obj_lookup_stat(struct pp_store *st, struct st_bid *b)
 static struct st_bid *bids_read(struct pp_store *st, pid_t pid, const struct pp_maps *maps)
 {
 	struct st_bid *b = calloc(maps->n ? maps->n : 1, sizeof(*b));
+	struct pp_open_budget budget;
 	if (!b)
 		return NULL;
+	pp_open_budget__init(&budget); /* files past it: no build id */
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct pp_map *m = &maps->v[i];
 		b[i].tried = true;
@@ -528,7 +530,7 @@ static struct st_bid *bids_read(struct pp_store *st, pid_t pid, const struct pp_
 			if (obj_lookup_stat(st, &b[i]))
 				continue;
 		}
-		int fd = pp_proc__open_mapped(pid, m);
+		int fd = pp_open_budget__take(&budget) ? pp_proc__open_mapped(pid, m) : -EMFILE;
 		if (fd >= 0) {
 			size_t len = 0;
 			st->file_opens++;

@@ -351,6 +351,18 @@ static int vdso_fd(pid_t pid, const struct pp_map *m)
 
 static _Atomic uint64_t debug_refused;
 static _Atomic uint64_t fd_budget_hits;
+static _Atomic unsigned fd_budget = PP_UNWIND_FD_BUDGET;
+
+void pp_unwind__set_fd_budget(unsigned fds)
+{
+	if (fds)
+		atomic_store(&fd_budget, fds);
+}
+
+unsigned pp_unwind__fd_budget(void)
+{
+	return atomic_load(&fd_budget);
+}
 
 uint64_t pp_unwind_fd_budget_hits(void)
 {
@@ -391,7 +403,7 @@ static int report_file(struct pp_unwinder *u, const struct pp_map *m, struct rep
 	if (*n_rep >= MAX_FILES)
 		return -E2BIG;
 	/* Two fds per file (libdw's and ours), one more for the opening. */
-	if ((*n_rep + 1) * 2 > PP_UNWIND_FD_BUDGET)
+	if ((*n_rep + 1) * 2 > pp_unwind__fd_budget())
 		return -EMFILE;
 
 	fd = vdso ? vdso_fd(u->pid, m) : open_mapped_shared(u->pid, m);
@@ -553,7 +565,7 @@ static int unwinder_build(struct pp_unwinder *u)
 				break;
 			if ((file || vdso) && !budget_hit) {
 				r = report_file(u, m, rep, &n_rep);
-				if (r == -EMFILE && (n_rep + 1) * 2 > PP_UNWIND_FD_BUDGET) {
+				if (r == -EMFILE && (n_rep + 1) * 2 > pp_unwind__fd_budget()) {
 					/* This target's fd budget: the files of higher
 					 * mappings get no CFI (one count per build). */
 					budget_hit = true;

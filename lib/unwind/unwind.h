@@ -70,8 +70,12 @@ uint64_t pp_unwind_debug_refused(void);
 /* fds one target's unwinder keeps open (two per executable file: libdw's
  * and ours for read-only data). Files past the budget, in address order,
  * get no CFI (frame pointers only); the target is not affected otherwise. */
-#define PP_UNWIND_FD_BUDGET 256
-/* Unwinder builds that hit PP_UNWIND_FD_BUDGET (process-wide count). */
+#define PP_UNWIND_FD_BUDGET 256 /* the default */
+/* Sets the budget process-wide (config limits.max_target_fds, at start);
+ * 0 leaves it as it is. */
+void pp_unwind__set_fd_budget(unsigned fds);
+unsigned pp_unwind__fd_budget(void);
+/* Unwinder builds that hit the fd budget (process-wide count). */
 uint64_t pp_unwind_fd_budget_hits(void);
 
 #endif

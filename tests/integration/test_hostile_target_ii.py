@@ -5,6 +5,7 @@ huge maps files, thread dumps of many threads, the per-target fd budget."""
 import os
 import re
 import shutil
+import struct
 import sys
 import subprocess
 import tempfile
@@ -238,5 +239,170 @@ def test_fd_budget():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_maps_caps_configured():
+    """limits.max_maps_entries and limits.max_maps_bytes set the maps read
+    caps: a target with ~4,000 mappings (far under the defaults) is cut at
+    1,000 entries, or at 64 KiB of text, counted and logged with the caps."""
+    n = 4000
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        path = os.path.join(d, "mapped")
+        with open(path, "wb") as f:
+            f.truncate(n * 4096)
+        wl = Workload([sys.executable, "-c", MAPPER, path, str(n)])
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        with open("/proc/%d/maps" % wl.pid, "rb") as f:
+            text = f.read()
+        check(text.count(b"\n") > 3000 and len(text) > (256 << 10),
+              "the mapper made only %d mappings, %d bytes" % (text.count(b"\n"), len(text)))
+        for key, val, rx in (("limits.max_maps_entries", "1000",
+                              r"maps cut after 1000 entries, \d+ bytes \(caps: 1000 entries"),
+                             ("limits.max_maps_bytes", "64KiB",
+                              r"maps cut after \d+ entries, (\d+) bytes \(caps: \d+ entries, "
+                              r"65536 bytes")):
+            pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                         "--set", "%s=%s" % (key, val))
+            try:
+                pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+                line = pp.wait_log(rx, timeout=10)
+                m = re.search(r"(\d+) bytes \(caps", line)
+                check(int(m.group(1)) <= 65536 or key != "limits.max_maps_bytes",
+                      "read %s bytes past the 64 KiB cap" % m.group(1))
+                time.sleep(0.5)  # more discovery passes: still logged once
+                check(len([l for l in pp.lines if "maps cut after" in l]) == 1,
+                      "%s: not logged once" % key)
+                met = pp.metrics()
+                check(met.get("podprof_maps_truncated_total", 0) >= 1, "%s: cut not counted" % key)
+                check(met.get("podprof_targets") == 1, "%s: target lost" % key)
+            finally:
+                pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_fd_budget_configured():
+    """limits.max_target_fds sets the unwinder's budget: 40 distinct
+    executable files (80 fds, under the default 256) with a budget of 32."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    nfiles, budget = 40, 32
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        paths = []
+        for i in range(nfiles):
+            p = os.path.join(d, "lib%03d.so" % i)
+            shutil.copy(lib, p)
+            paths.append(p)
+        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                     "--set", "limits.max_target_fds=%d" % budget)
+        pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+        prof = pp.profile("/debug/pprof/profile?seconds=2")
+        fdd = "/proc/%d/fd" % pp.p.pid
+        held = 0
+        for fd in os.listdir(fdd):
+            try:
+                held += os.readlink(os.path.join(fdd, fd)).startswith(d + "/")
+            except OSError:
+                pass
+        print("podprof holds %d fds on the %d files mapped (budget %d)"
+              % (held, nfiles, budget), file=sys.stderr)
+        check(sum(s["values"][0] for s in prof["samples"]) > 0, "no samples of the target")
+        check(0 < held <= budget, "podprof holds %d fds on the target's files (budget %d)"
+              % (held, budget))
+        pp.wait_log(r"fd budget \(%d fds" % budget, timeout=10)
+        m = pp.metrics()
+        check(m.get("podprof_unwind_fd_budget_total", 0) >= 1, "budget hit not counted")
+        check(m.get("podprof_targets") == 1, "target lost")
+        pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def count_opens(d, seconds):
+    """Opens of files in directory d by anyone during the next `seconds`
+    (inotify IN_OPEN on d)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    check(fd >= 0, "inotify_init1: %d" % ctypes.get_errno())
+    try:
+        check(libc.inotify_add_watch(fd, d.encode(), 0x20) >= 0,  # IN_OPEN
+              "inotify_add_watch: %d" % ctypes.get_errno())
+        n, names, deadline = 0, set(), time.time() + seconds
+        while time.time() < deadline:
+            time.sleep(0.05)
+            try:
+                buf = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            off = 0
+            while off + 16 <= len(buf):
+                _wd, mask, _cookie, ln = struct.unpack_from("iIII", buf, off)
+                if mask & 0x20:
+                    n += 1
+                    names.add(buf[off + 16:off + 16 + ln].rstrip(b"\0"))
+                off += 16 + ln
+        return n, len(names)
+    finally:
+        os.close(fd)
+
+
+def test_open_budget():
+    """A target mapping 300 distinct executable files: before, podprof
+    opened every one to read its build id when it registered the target,
+    and every one again to scan it for allocator slots when it injected
+    the heap agent (600+ opens), whatever the unwinder's budget. Now each
+    of these opens at most limits.max_target_fds files a pass; the cut is
+    counted and logged once."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    nfiles, budget = 300, 32
+    d = tempfile.mkdtemp(prefix="pp-q14-")
+    try:
+        paths = []
+        for i in range(nfiles):
+            p = os.path.join(d, "lib%03d.so" % i)
+            shutil.copy(lib, p)
+            paths.append(p)
+        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        # The mapper opens nothing more: every open from now on is podprof's.
+        import threading
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=count_opens(d, 6.0)))
+        t.start()
+        time.sleep(0.3)
+        pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
+                     "--set", "limits.max_target_fds=%d" % budget)
+        try:
+            pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
+            t.join()
+            opens, distinct = res["r"]
+            print("podprof opened the target's files %d times (%d distinct of %d; budget %d)"
+                  % (opens, distinct, nfiles, budget), file=sys.stderr)
+            # Each consumer opens at most a budget's worth a pass: build ids,
+            # the allocator search, the agent's slot scan at injection and
+            # its rescan at patching (each + the executable and allocator),
+            # the unwinder (two fds a file); the symbolizer opens only files
+            # with samples. Unbounded, every file was opened (600+ opens).
+            check(distinct < nfiles // 2 and opens <= 6 * budget,
+                  "podprof opened the target's files %d times (%d distinct of %d) in its "
+                  "first seconds; budget %d a pass" % (opens, distinct, nfiles, budget))
+            pp.wait_log(r"opens for it in one pass \(%d" % budget, timeout=10)
+            check(len([l for l in pp.lines if "opens for it in one pass" in l]) == 1,
+                  "not logged once")
+            m = pp.metrics()
+            check(m.get("podprof_target_open_budget_total", 0) >= 1, "cut not counted")
+            check(m.get("podprof_targets") == 1, "target lost")
+        finally:
+            pp.stop()
+        wl.kill()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget])
+    run([test_pid_reuse_not_sampled, test_huge_maps, test_thread_dump_memory, test_fd_budget,
+         test_maps_caps_configured, test_fd_budget_configured, test_open_budget])

@@ -97,6 +97,9 @@ static void assert_config_equal(const struct pp_config *a, const struct pp_confi
 	assert_int_equal(a->limits.max_targets, b->limits.max_targets);
 	assert_int_equal(a->limits.max_stacks, b->limits.max_stacks);
 	assert_int_equal(a->limits.symbol_cache_bytes, b->limits.symbol_cache_bytes);
+	assert_int_equal(a->limits.max_maps_entries, b->limits.max_maps_entries);
+	assert_int_equal(a->limits.max_maps_bytes, b->limits.max_maps_bytes);
+	assert_int_equal(a->limits.max_target_fds, b->limits.max_target_fds);
 	assert_int_equal(a->log.level, b->log.level);
 	assert_int_equal(a->log.format, b->log.format);
 	assert_int_equal(a->log.memstats_interval_seconds, b->log.memstats_interval_seconds);
@@ -139,6 +142,9 @@ static void check_defaults(const struct pp_config *c)
 	assert_int_equal(c->limits.max_targets, 256);
 	assert_int_equal(c->limits.max_stacks, 200000);
 	assert_int_equal(c->limits.symbol_cache_bytes, 64ull << 20);
+	assert_int_equal(c->limits.max_maps_entries, 65536);
+	assert_int_equal(c->limits.max_maps_bytes, 16u << 20);
+	assert_int_equal(c->limits.max_target_fds, 256);
 	assert_int_equal(c->log.level, PP_LOG_INFO);
 	assert_int_equal(c->log.format, PP_LOG_TEXT);
 	assert_int_equal(c->log.memstats_interval_seconds, 60);
@@ -356,6 +362,18 @@ static const struct {
 					"(1024..10000000)" },
 	{ "limits: {symbol_cache_bytes: 1KiB}\n", "x.yaml:1: limits.symbol_cache_bytes: 1KiB is "
 						  "out of range (1MiB..64GiB)" },
+	{ "limits: {max_maps_entries: 100}\n", "x.yaml:1: limits.max_maps_entries: 100 is out of "
+					       "range (256..1000000)" },
+	{ "limits:\n  max_maps_entries: 1000001\n", "x.yaml:2: limits.max_maps_entries: 1000001 "
+						    "is out of range (256..1000000)" },
+	{ "limits: {max_maps_bytes: 1KiB}\n", "x.yaml:1: limits.max_maps_bytes: 1KiB is out of "
+					      "range (64KiB..256MiB)" },
+	{ "limits: {max_maps_bytes: 257MiB}\n", "x.yaml:1: limits.max_maps_bytes: 257MiB is out "
+						"of range (64KiB..256MiB)" },
+	{ "limits:\n\n  max_target_fds: 3\n", "x.yaml:3: limits.max_target_fds: 3 is out of range "
+					      "(4..65536)" },
+	{ "limits: {max_target_fds: many}\n", "x.yaml:1: limits.max_target_fds: expected a number "
+					      "(4..65536), got \"many\"" },
 	{ "log: {memstats_interval_seconds: 86401}\n", "x.yaml:1: log.memstats_interval_seconds: "
 						       "86401 is out of range (0..86400)" },
 	{ "targets: [{pid: 0}]\n", "x.yaml:1: targets[0].pid: 0 is out of range (1..4194304)" },
@@ -727,6 +745,13 @@ static const struct {
 	{ "log.level", "debug", "  level: debug\n", true },
 	{ "log.format", "json", "  format: json\n", true },
 	{ "limits.symbol_cache_bytes", "1GiB", "  symbol_cache_bytes: 1GiB\n", true },
+	{ "limits.max_maps_entries", "1000", "  max_maps_entries: 1000\n", true },
+	{ "limits.max_maps_bytes", "1MiB", "  max_maps_bytes: 1MiB\n", true },
+	{ "limits.max_maps_bytes", "4KiB",
+	  "--set: limits.max_maps_bytes: 4KiB is out of range (64KiB..256MiB)", false },
+	{ "limits.max_target_fds", "64", "  max_target_fds: 64\n", true },
+	{ "limits.max_target_fds", "0",
+	  "--set: limits.max_target_fds: 0 is out of range (4..65536)", false },
 };
 
 static void t_set(void **state)
@@ -1007,7 +1032,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 43);
+	assert_int_equal(nkeys, 46);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);

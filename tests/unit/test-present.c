@@ -98,6 +98,7 @@ static void fill(struct pp_metrics *m, struct pp_present_target *tv, struct pp_h
 	m->offcpu.drops = 601;
 	m->sym.jit_reloads_deferred = 701;
 	m->sigbus_repaired = 801;
+	m->open_budget = 802;
 	cv[0] = (struct pp_http_collector){ .name = "cpu", .profiles = "profile", .state = "ok" };
 	cv[1] = (struct pp_http_collector){ .name = "heap", .state = "unavailable" };
 	snprintf(cv[1].reason, sizeof(cv[1].reason), "no \"BPF\"\nhere");
@@ -151,6 +152,7 @@ static void test_metrics_values_and_escaping(void **state)
 	assert_int_equal(value(o.data, "podprof_offcpu_drops_total"), 601);
 	assert_int_equal(value(o.data, "podprof_perf_map_reloads_deferred_total"), 701);
 	assert_int_equal(value(o.data, "podprof_sigbus_repaired_total"), 801);
+	assert_int_equal(value(o.data, "podprof_target_open_budget_total"), 802);
 	assert_int_equal(value(o.data, "podprof_collector_up{collector=\"cpu\"}"), 1);
 	assert_int_equal(value(o.data, "podprof_collector_up{collector=\"heap\"}"), 0);
 	assert_int_equal(value(o.data, "podprof_collector_state{collector=\"heap\","
