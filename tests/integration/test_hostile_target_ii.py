@@ -201,6 +201,20 @@ while True:
     x += 1
 """
 
+def start_mapper(d, nfiles):
+    """A target that maps nfiles distinct copies of libwlspin.so (in d)
+    executable, and then opens nothing more."""
+    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
+    paths = []
+    for i in range(nfiles):
+        p = os.path.join(d, "lib%03d.so" % i)
+        shutil.copy(lib, p)
+        paths.append(p)
+    wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
+    check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+    return wl
+
+
 
 def test_fd_budget():
     """A target that maps 300 distinct executable ELF files: the unwinder
@@ -208,17 +222,10 @@ def test_fd_budget():
     Now one target's unwinder keeps at most 256 (files past the budget get
     no CFI), the hit is counted and logged, and the target stays a target
     (never "exited")."""
-    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
     nfiles, budget = 300, 256
     d = tempfile.mkdtemp(prefix="pp-r1-")
     try:
-        paths = []
-        for i in range(nfiles):
-            p = os.path.join(d, "lib%03d.so" % i)
-            shutil.copy(lib, p)
-            paths.append(p)
-        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
-        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        wl = start_mapper(d, nfiles)
         pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
         fds0 = count_fds(pp.p.pid)
@@ -284,17 +291,10 @@ def test_maps_caps_configured():
 def test_fd_budget_configured():
     """limits.max_target_fds sets the unwinder's budget: 40 distinct
     executable files (80 fds, under the default 256) with a budget of 32."""
-    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
     nfiles, budget = 40, 32
     d = tempfile.mkdtemp(prefix="pp-q14-")
     try:
-        paths = []
-        for i in range(nfiles):
-            p = os.path.join(d, "lib%03d.so" % i)
-            shutil.copy(lib, p)
-            paths.append(p)
-        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
-        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        wl = start_mapper(d, nfiles)
         pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
                      "--set", "limits.max_target_fds=%d" % budget)
         pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
@@ -357,17 +357,10 @@ def test_open_budget():
     the heap agent (600+ opens), whatever the unwinder's budget. Now each
     of these opens at most limits.max_target_fds files a pass; the cut is
     counted and logged once."""
-    lib = os.path.join(os.path.dirname(WL_SPIN), "libwlspin.so")
     nfiles, budget = 300, 32
     d = tempfile.mkdtemp(prefix="pp-q14-")
     try:
-        paths = []
-        for i in range(nfiles):
-            p = os.path.join(d, "lib%03d.so" % i)
-            shutil.copy(lib, p)
-            paths.append(p)
-        wl = Workload([sys.executable, "-c", EXEC_MAPPER] + paths)
-        check(wl.first_line == str(wl.pid), "mapper failed: %r" % wl.first_line)
+        wl = start_mapper(d, nfiles)
         # The mapper opens nothing more: every open from now on is podprof's.
         import threading
         res = {}
