@@ -47,13 +47,14 @@ def run_sites(path, extra=()):
 
 def settle(pp, timeout=20):
     """podprof drains the ring buffer without wakeups: wait until the
-    stored heap samples stop changing."""
+    stored heap samples stop changing; returns their count."""
     last, same, deadline = -1, 0, time.time() + timeout
     while time.time() < deadline and same < 2:
         time.sleep(0.5)
         n = pp.metrics().get("podprof_store_heap_samples_total", 0)
         same = same + 1 if n == last else 0
         last = n
+    return last
 
 
 def per_function(prof, name):

@@ -14,6 +14,7 @@ import sys
 import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, write_tmp
+from test_heap import settle
 from test_hostile_target import spawn_with_pid
 
 SITES = os.environ.get("WL_HEAP_SITES")
@@ -39,18 +40,6 @@ def allocate(wl):
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().strip()
     check(line == "ready", "workload said %r" % line)
-
-
-def settle(pp, timeout=20):
-    """Waits until the stored heap samples stop changing (the ring buffer is
-    drained without wakeups); returns their count."""
-    last, same, deadline = -1, 0, time.time() + timeout
-    while time.time() < deadline and same < 2:
-        time.sleep(0.5)
-        n = pp.metrics().get("podprof_store_heap_samples_total", 0)
-        same = same + 1 if n == last else 0
-        last = n
-    return last
 
 
 def site_a_inuse(prof, pid):
