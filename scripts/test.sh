@@ -90,6 +90,16 @@ fi
 if [[ "${PP_SKIP_FUZZ:-0}" != 1 ]]; then
   step "fuzzers (${PP_FUZZ_SECONDS:-20} s each)"
   tests/fuzz/run-fuzzers.sh "${PP_FUZZ_SECONDS:-20}" 2>&1 | tee fuzz.log | tail -15
+  # a failure's lines (invariant, artifact) can be above the tail: show them
+  if grep -q ' FAILED (exit' fuzz.log; then
+    echo "fuzzer failures:"
+    grep -A10 ' FAILED (exit' fuzz.log | grep -v '^== fuzz-'
+    for a in build-fuzz/fuzz-work/*/artifacts/*; do
+      [[ -f $a ]] || continue
+      echo "-- $a (base64; add a minimized copy to tests/fuzz/corpus/):"
+      head -c 4096 "$a" | base64 -w 100
+    done
+  fi
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' fuzz.log | tail -1)
   if [[ -n "$line" ]]; then
     PASSED=$((PASSED + $(echo "$line" | awk '{print $1}')))

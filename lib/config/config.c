@@ -1788,18 +1788,58 @@ int pp_config__add_pid_target(struct pp_config *c, pid_t pid)
 
 /* ---------------------------------------------------------------- dump -- */
 
+/*
+ * Length and code point of the UTF-8 sequence at s, or 0 if it is not one
+ * (libyaml hands over valid UTF-8; a string that is not is copied as it is).
+ */
+static int utf8_decode(const unsigned char *s, uint32_t *cp)
+{
+	int n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+	uint32_t v;
+
+	if (n == 0)
+		return 0;
+	v = s[0] & (0x3f >> (n - 1));
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[i] & 0x3f);
+	}
+	*cp = v;
+	return n;
+}
+
+/*
+ * A double-quoted YAML scalar that parses back to s. Besides the quote, the
+ * backslash and the C0 controls, the code points YAML reads as line breaks
+ * (NEL, LS, PS), the C1 controls, the byte order mark and the two
+ * non-characters are escaped: written raw, a parser folds or refuses them.
+ */
 static int dump_string(struct pp_buf *out, const char *s)
 {
 	int r = pp_buf_puts(out, "\"");
 
-	for (; r == 0 && s && *s; s++) {
+	while (r == 0 && s && *s) {
 		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
+		uint32_t cp;
+		int n;
+
+		if (ch == '"' || ch == '\\') {
 			r = pp_buf_printf(out, "\\%c", ch);
-		else if (ch < 0x20 || ch == 0x7f)
+		} else if (ch < 0x20 || ch == 0x7f) {
 			r = pp_buf_printf(out, "\\x%02x", ch);
-		else
+		} else if (ch >= 0x80 && (n = utf8_decode((const unsigned char *)s, &cp)) > 0) {
+			if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+			    cp == 0xfeff || cp == 0xfffe || cp == 0xffff)
+				r = pp_buf_printf(out, "\\u%04x", (unsigned)cp);
+			else
+				r = pp_buf_append(out, s, (size_t)n);
+			s += n;
+			continue;
+		} else {
 			r = pp_buf_append(out, s, 1);
+		}
+		s++;
 	}
 	if (r == 0)
 		r = pp_buf_puts(out, "\"");

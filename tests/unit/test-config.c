@@ -948,6 +948,24 @@ static void t_roundtrip(void **state)
 	assert_int_equal(pp_config__add_pid_target(c, 9), 0);
 	roundtrip(c);
 	pp_config__free(c);
+
+	/*
+	 * Code points YAML reads as line breaks (NEL, LS, PS), a C1 control and
+	 * the byte order mark: written raw into the dump, a parser folds them
+	 * into spaces (a fuzzer found NEL).
+	 */
+	c = parse_ok("targets:\n"
+		     "  - name: \"a\\Nb\\Lc\\Pd\\u0090e\\ufefff \xc3\xa9\"\n"
+		     "    comm: \"x\\N*\"\n");
+	assert_string_equal(c->targets[0].name, "a\xc2\x85"
+						"b\xe2\x80\xa8"
+						"c\xe2\x80\xa9"
+						"d\xc2\x90"
+						"e\xef\xbb\xbf"
+						"f \xc3\xa9");
+	assert_string_equal(c->targets[0].comm, "x\xc2\x85*");
+	roundtrip(c);
+	pp_config__free(c);
 }
 
 /* ------------------------------------------------------------- helpers -- */
