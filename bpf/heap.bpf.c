@@ -76,6 +76,15 @@ struct {
 	__type(value, struct heap_proc_counters);
 } counters SEC(".maps");
 
+/* Bytes of stack to copy per process slot (0: stack_bytes), sized by user
+ * space from how deep the unwinder found the process's stacks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HEAP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u32);
+} stack_copy SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, HEAP_LOST_FREES);
@@ -270,6 +279,12 @@ static __always_inline void on_alloc(struct pt_regs *ctx, __u32 slot, __u32 tag,
 	/* Page by page: one large read fails as soon as it crosses the top
 	 * of the stack mapping; stop at the first page that cannot be read. */
 	max = stack_bytes;
+	{
+		__u32 *want = bpf_map_lookup_elem(&stack_copy, &slot);
+
+		if (want && *want && *want < max)
+			max = *want;
+	}
 	if (max > HEAP_MAX_STACK)
 		max = HEAP_MAX_STACK;
 	for (i = 0; i < HEAP_MAX_STACK / 4096 + 1; i++) {

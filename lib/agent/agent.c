@@ -1460,8 +1460,10 @@ static void unw_prepare(struct pp_agent *a, pid_t pid)
 		pp_dbg("unwind: pid %d: prepare: %s", (int)pid, strerror(-r));
 }
 
+/* use (may be NULL): how the unwind went, for the heap tracer's copy sizing. */
 static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
-		     const uint8_t *stack, size_t stack_len, uint64_t *pcs)
+		     const uint8_t *stack, size_t stack_len, uint64_t *pcs,
+		     struct pp_heap_stack_use *use)
 {
 	unsigned gen;
 	struct unw_entry *e = unw_get(a, pid, &gen);
@@ -1480,6 +1482,12 @@ static size_t unwind(struct pp_agent *a, pid_t pid, const struct pp_regs *regs,
 		e->gen = gen;
 	}
 	r = pp_unwinder__unwind(e->u, regs, stack, stack_len, pcs, MAX_PCS, &n, &flags);
+	if (use && r == 0 && n) {
+		use->unwound = true;
+		use->complete = flags & PP_UNWIND_COMPLETE;
+		use->short_copy = flags & PP_UNWIND_SHORT_COPY;
+		use->used = pp_unwinder__stack_used(e->u);
+	}
 	pthread_mutex_unlock(&e->lock);
 	unw_put(a, e);
 	if (r < 0 || !n) {
@@ -1508,11 +1516,11 @@ static bool admit(struct pp_agent *a, pid_t pid)
  */
 static ssize_t event_stack(struct pp_agent *a, pid_t pid, bool regs_valid,
 			   const struct pp_regs *regs, const uint8_t *stack, size_t stack_len,
-			   uint64_t *pcs)
+			   uint64_t *pcs, struct pp_heap_stack_use *use)
 {
 	if (!admit(a, pid))
 		return -1;
-	return regs_valid ? (ssize_t)unwind(a, pid, regs, stack, stack_len, pcs) : 0;
+	return regs_valid ? (ssize_t)unwind(a, pid, regs, stack, stack_len, pcs, use) : 0;
 }
 
 static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
@@ -1525,12 +1533,12 @@ static void on_cpu_sample(void *ctx, const struct pp_raw_sample *s)
 	if (!admit(a, s->pid))
 		return;
 	if (s->regs_valid && a->cfg->cpu.unwind == PP_UNWIND_DWARF) {
-		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs, NULL);
 	} else if (s->n_user) {
 		n = PP_MIN(s->n_user, (size_t)MAX_PCS);
 		memcpy(pcs, s->user_ips, n * sizeof(*pcs));
 	} else if (s->regs_valid) {
-		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs);
+		n = unwind(a, s->pid, &s->regs, s->stack, s->stack_len, pcs, NULL);
 	}
 	pp_store__add_cpu(a->store, s->pid, s->tid, pcs, n,
 			  a->cfg->cpu.kernel_stacks ? s->kernel_ips : NULL,
@@ -1547,8 +1555,8 @@ static void on_heap_event(void *ctx, const struct pp_heap_event *ev)
 		pp_store__heap_free(a->store, ev->pid, ev->addr);
 		return;
 	}
-	ssize_t n =
-		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	ssize_t n = event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len,
+				pcs, ev->use);
 	if (n < 0)
 		return;
 	pp_store__heap_alloc(a->store, ev->pid, ev->tid, pcs, (size_t)n, ev->addr, ev->size);
@@ -1583,8 +1591,8 @@ static void on_offcpu_event(void *ctx, const struct pp_offcpu_event *ev)
 	uint64_t pcs[MAX_PCS];
 
 	a->offcpu_events++;
-	ssize_t r =
-		event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len, pcs);
+	ssize_t r = event_stack(a, ev->pid, ev->regs_valid, &ev->regs, ev->stack, ev->stack_len,
+				pcs, NULL);
 	if (r < 0)
 		return;
 	size_t n = (size_t)r;
@@ -1801,7 +1809,7 @@ static void dump_thread(void *ctx, struct pp_thread_snap *t)
 	if (t->error == -ETIME)
 		dc->deadline_hits++;
 	if (t->captured)
-		n = unwind(a, dc->pid, &t->regs, t->stack, t->stack_len, dc->pcs);
+		n = unwind(a, dc->pid, &t->regs, t->stack, t->stack_len, dc->pcs, NULL);
 	if (n)
 		pp_store__gauge_add(a->store, PP_PROFILE_GOROUTINE, dc->pid, t->tid, dc->pcs, n);
 	if (!out)

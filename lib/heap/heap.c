@@ -74,6 +74,25 @@ struct heap_proc {
 	double rate, overhead;
 };
 
+/*
+ * How much stack to copy per sampled allocation of one process slot, sized
+ * from how deep the unwinder found its stacks: twice the deepest seen,
+ * after FIT_MIN_COMPLETE complete unwinds, never below FIT_MIN_BYTES nor
+ * above stack_bytes. A copy found too short goes back to stack_bytes until
+ * complete unwinds show the new depth. Touched by the poll
+ * thread only (on_record); proc_stats reads copy and shorts racily.
+ */
+#define FIT_MIN_COMPLETE 16
+#define FIT_MIN_BYTES 4096u
+
+struct stack_fit {
+	uint32_t tag; /* slot | gen << 24 of the process described */
+	uint32_t copy; /* bytes copied now; 0 = stack_bytes */
+	uint32_t used_max; /* deepest stack an unwind read */
+	uint32_t complete; /* complete unwinds seen (saturating) */
+	uint64_t shorts; /* samples whose copy was too short */
+};
+
 struct pp_heap_tracer {
 	struct pp_heap_opts opts;
 	pp_heap_event_fn fn;
@@ -86,6 +105,7 @@ struct pp_heap_tracer {
 	uint32_t gens[HEAP_MAX_PROCS];
 	/* slot -> (gen << 32 | pid), read without the lock by poll */
 	uint64_t slot_ids[HEAP_MAX_PROCS];
+	struct stack_fit fit[HEAP_MAX_PROCS];
 	enum session_state session;
 	bool agent_multi; /* agent programs loaded as uprobe_multi */
 	char attach_reason[160]; /* why the last attach in heap.mode inject failed */
@@ -225,11 +245,52 @@ fail:
 	return NULL;
 }
 
+static uint32_t stack_full(const struct pp_heap_tracer *t)
+{
+	return PP_MIN(t->opts.stack_bytes, (uint32_t)HEAP_MAX_STACK);
+}
+
+static void stack_fit_update(struct pp_heap_tracer *t, uint32_t tag, size_t copied,
+			     const struct pp_heap_stack_use *u)
+{
+	uint32_t slot = tag & 0xffffff, full = stack_full(t), want = 0;
+	struct stack_fit *f = &t->fit[slot];
+
+	if (f->tag != tag) {
+		/* a new process in the slot: attach reset its map entry to 0 */
+		__atomic_store_n(&f->tag, tag, __ATOMIC_RELAXED);
+		__atomic_store_n(&f->copy, 0, __ATOMIC_RELAXED);
+		f->used_max = f->complete = 0;
+		__atomic_store_n(&f->shorts, 0, __ATOMIC_RELAXED);
+	}
+	if (u->short_copy) {
+		/* the whole stack_bytes at once (the next complete unwinds say how
+		 * deep it went); the stack needs more than this copy */
+		__atomic_store_n(&f->shorts, f->shorts + 1, __ATOMIC_RELAXED);
+		f->used_max = PP_MAX(f->used_max, (uint32_t)PP_MIN(copied, (size_t)full));
+	} else if (u->complete) {
+		f->used_max = PP_MAX(f->used_max, (uint32_t)PP_MIN(u->used, (size_t)full));
+		if (f->complete < UINT32_MAX)
+			f->complete++;
+	} else {
+		return; /* ended for another reason: says nothing about the depth */
+	}
+	if (!u->short_copy && f->complete >= FIT_MIN_COMPLETE) {
+		uint64_t w = ((uint64_t)f->used_max * 2 + 1023) & ~1023ull;
+		want = w < FIT_MIN_BYTES ? FIT_MIN_BYTES : w >= full ? 0 : (uint32_t)w;
+	}
+	if (want == f->copy)
+		return;
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stack_copy), &slot, &want, BPF_ANY) == 0)
+		__atomic_store_n(&f->copy, want, __ATOMIC_RELAXED);
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct pp_heap_tracer *t = ctx;
 	const struct heap_event_hdr *h = data;
 	struct pp_heap_event ev = { 0 };
+	struct pp_heap_stack_use use = { 0 };
 	uint32_t slot, gen;
 	uint64_t id;
 
@@ -258,6 +319,7 @@ static int on_record(void *ctx, void *data, size_t size)
 		memcpy(ev.regs.r, a->regs, sizeof(ev.regs.r));
 		ev.stack = a->stack;
 		ev.stack_len = a->stack_len;
+		ev.use = &use;
 	} else if (h->type == HEAP_EV_FREE) {
 		ev.type = PP_HEAP_FREE;
 	} else {
@@ -265,6 +327,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	}
 	t->events++;
 	t->fn(t->ctx, &ev);
+	if (use.unwound)
+		stack_fit_update(t, h->slot, ev.stack_len, &use);
 	return 0;
 }
 
@@ -592,6 +656,12 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	t->gens[slot] = p->gen;
 	clear_counters(t, p->slot);
 	clear_live(t, p->slot);
+	{
+		uint32_t full = 0; /* the whole stack_bytes until its stacks are known */
+
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.stack_copy), &p->slot, &full,
+				    BPF_ANY);
+	}
 	__atomic_store_n(&t->slot_ids[slot], ((uint64_t)p->gen << 32) | (uint32_t)pid,
 			 __ATOMIC_RELEASE);
 	r = attach_inject(t, p);
@@ -824,6 +894,15 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 	ret->pause_overhead_percent = p->pause_overhead;
 	ret->injected = p->inj != NULL;
 	snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", p->mode_reason);
+	{
+		const struct stack_fit *f = &t->fit[p->slot];
+		bool mine = __atomic_load_n(&f->tag, __ATOMIC_RELAXED) ==
+			    (p->slot | (p->gen & 0xff) << 24);
+		uint32_t copy = mine ? __atomic_load_n(&f->copy, __ATOMIC_RELAXED) : 0;
+
+		ret->stack_copy_bytes = copy ? copy : stack_full(t);
+		ret->stack_short = mine ? __atomic_load_n(&f->shorts, __ATOMIC_RELAXED) : 0;
+	}
 	if (p->inj) {
 		struct pp_inject_stats is;
 

@@ -131,6 +131,24 @@ static void metrics_heap(const struct pp_metrics *m, struct pp_buf *o)
 			      "\npodprof_heap_calls_total{pid=\"%d\",kind=\"free\"} %" PRIu64 "\n",
 			      t->pid, t->heap.mallocs, t->pid, t->heap.frees);
 	}
+	pp_buf_printf(o, "# HELP podprof_heap_stack_copy_bytes Bytes of stack copied per sampled "
+			 "allocation (twice the deepest stack seen, at most cpu.stack_bytes).\n"
+			 "# TYPE podprof_heap_stack_copy_bytes gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap)
+			pp_buf_printf(o, "podprof_heap_stack_copy_bytes{pid=\"%d\"} %u\n", t->pid,
+				      t->heap.stack_copy_bytes);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_stack_short_total Sampled allocations whose stack "
+			 "copy was too short (stack truncated; the next copies are larger).\n"
+			 "# TYPE podprof_heap_stack_short_total counter\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap)
+			pp_buf_printf(o, "podprof_heap_stack_short_total{pid=\"%d\"} %" PRIu64 "\n",
+				      t->pid, t->heap.stack_short);
+	}
 }
 
 static void metrics_collectors(const struct pp_metrics *m, struct pp_buf *o)

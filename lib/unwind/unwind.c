@@ -95,6 +95,7 @@ struct pp_unwinder {
 	size_t max, n;
 	bool hit_max, hit_zero, bogus, read_past_stack, mem_failed, unknown_pc, fp_used;
 	bool last_act; /* isactivation of the last frame stored */
+	size_t stack_used; /* highest byte of the copy read, from sp */
 	bool last_regs_ok;
 	uint64_t last_bp, last_sp;
 };
@@ -486,6 +487,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 
 	if (u->stack && u->stack_len >= 8 && addr >= u->sp && addr - u->sp <= u->stack_len - 8) {
 		memcpy(result, u->stack + (addr - u->sp), 8);
+		u->stack_used = PP_MAX(u->stack_used, (size_t)(addr - u->sp) + 8);
 		return true;
 	}
 	if (read_file_word(u, addr, result))
@@ -679,11 +681,12 @@ void pp_unwinder__free(struct pp_unwinder *u)
 	free(u);
 }
 
-static bool stack_word(const struct pp_unwinder *u, uint64_t addr, uint64_t *ret)
+static bool stack_word(struct pp_unwinder *u, uint64_t addr, uint64_t *ret)
 {
 	if (!u->stack || u->stack_len < 8 || addr < u->sp || addr - u->sp > u->stack_len - 8)
 		return false;
 	memcpy(ret, u->stack + (addr - u->sp), 8);
+	u->stack_used = PP_MAX(u->stack_used, (size_t)(addr - u->sp) + 8);
 	return true;
 }
 
@@ -768,8 +771,12 @@ static unsigned fp_walk(struct pp_unwinder *u, uint64_t bp, uint64_t floor)
 
 		if (bp < floor || bp < u->sp)
 			return 0;
-		if (u->stack_len < 16 || bp - u->sp > u->stack_len - 16)
-			return bp - u->sp < (64ull << 20) ? PP_UNWIND_TRUNCATED : 0;
+		if (u->stack_len < 16 || bp - u->sp > u->stack_len - 16) {
+			if (bp - u->sp >= (64ull << 20))
+				return 0;
+			u->read_past_stack = true; /* the frame chain goes on above the copy */
+			return PP_UNWIND_TRUNCATED;
+		}
 		if (!stack_word(u, bp, &next_bp) || !stack_word(u, bp + 8, &ra))
 			return PP_UNWIND_TRUNCATED;
 		if (ra == 0)
@@ -800,6 +807,7 @@ static unsigned unwind_once(struct pp_unwinder *u)
 	u->hit_max = u->hit_zero = u->bogus = u->read_past_stack = u->mem_failed = false;
 	u->unknown_pc = u->fp_used = u->last_regs_ok = false;
 	u->last_act = true;
+	u->stack_used = 0;
 
 	if (u->dwfl) {
 		int rc = dwfl_getthread_frames(u->dwfl, u->tid_given > 0 ? u->tid_given : u->pid,
@@ -829,6 +837,8 @@ static unsigned unwind_once(struct pp_unwinder *u)
 	}
 	if (u->fp_used)
 		flags |= PP_UNWIND_FP_FALLBACK;
+	if ((flags & PP_UNWIND_TRUNCATED) && u->read_past_stack && !u->hit_max)
+		flags |= PP_UNWIND_SHORT_COPY;
 	return flags;
 }
 
@@ -843,6 +853,11 @@ static int prepare_module(Dwfl_Module *mod, void **userdata, const char *name, D
 	(void)arg;
 	dwfl_module_eh_cfi(mod, &bias);
 	return DWARF_CB_OK;
+}
+
+size_t pp_unwinder__stack_used(const struct pp_unwinder *u)
+{
+	return u ? u->stack_used : 0;
 }
 
 int pp_unwinder__prepare(struct pp_unwinder *u)

@@ -32,6 +32,7 @@ enum pp_unwind_flags {
 	PP_UNWIND_COMPLETE = 1 << 0, /* reached the outermost frame (CFI said so, or a zero RA) */
 	PP_UNWIND_TRUNCATED = 1 << 1, /* ran out of copied stack or max frames */
 	PP_UNWIND_FP_FALLBACK = 1 << 2, /* some frames came from frame pointers */
+	PP_UNWIND_SHORT_COPY = 1 << 3, /* with TRUNCATED: the stack went on above the copy */
 };
 
 struct pp_unwinder_opts {
@@ -50,6 +51,13 @@ struct pp_unwinder *pp_unwinder__new(pid_t pid, const struct pp_unwinder_opts *o
 int pp_unwinder__unwind(struct pp_unwinder *u, const struct pp_regs *regs, const void *stack,
 			size_t stack_len, uint64_t *ret_pcs, size_t max, size_t *ret_n,
 			unsigned *ret_flags);
+
+/*
+ * Bytes of the copied stack the last pp_unwinder__unwind read (the highest
+ * word, from the sample's sp): how deep its stack was, for a caller that
+ * sizes later copies. 0 before the first unwind.
+ */
+size_t pp_unwinder__stack_used(const struct pp_unwinder *u);
 
 /*
  * Builds the unwinder now (maps, files, each module's .eh_frame) instead of

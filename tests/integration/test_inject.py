@@ -12,7 +12,7 @@ import re
 import signal
 import time
 
-from harness import Podprof, Skip, Workload, check, run, sanitized, write_tmp
+from harness import Podprof, Skip, Workload, check, frames, run, sanitized, write_tmp
 from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
 
 STORM = os.environ.get("WL_HEAP_STORM")
@@ -21,6 +21,7 @@ LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
 CXX = os.environ.get("WL_HEAP_CXX")
 COVBENCH = os.environ.get("WL_COVBENCH")
+DEPTH = os.environ.get("WL_HEAP_DEPTH")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -309,6 +310,71 @@ def test_coverage_counted():
         wl.wait()
 
 
+def stack_copy_metrics(pp, pid):
+    m = pp.request("/metrics")[2].decode()
+    copy = re.search(r'podprof_heap_stack_copy_bytes\{pid="%d"\} (\d+)' % pid, m)
+    short = re.search(r'podprof_heap_stack_short_total\{pid="%d"\} (\d+)' % pid, m)
+    check(copy and short, "no stack copy metrics:\n" + m[-1500:])
+    return int(copy.group(1)), int(short.group(1))
+
+
+def test_stack_copy_fits():
+    """Each sampled allocation copies only what the process's stacks use
+    (twice the deepest seen; each 4 KiB page costs the target ~0.8 us): on
+    depth.c's shallow phase the copy shrinks below cpu.stack_bytes; when
+    the stacks get ~20 KiB deeper, the first copies are too short (counted),
+    the copy goes back up, and the deep site's stacks reach main again.
+    Only the samples the metric counts as short may lack main."""
+    full = 32768
+    wl = Workload([DEPTH])
+    check(wl.first_line == "running", "depth said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set",
+                 "heap.sample_rate=65536", "--set", "offcpu.enabled=false",
+                 "--set", "cpu.stack_bytes=%d" % full, "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    # ~20,000 blocks of 4 KiB a second at 64 KiB: ~1,200 samples a second;
+    # 16 complete unwinds shrink the copy
+    deadline, copy = time.time() + 30, full
+    while time.time() < deadline:
+        copy, short = stack_copy_metrics(pp, wl.pid)
+        if copy < full:
+            break
+        time.sleep(0.5)
+    check(4096 <= copy < full, "shallow phase: stack copy %d bytes, expected below %d" % (copy, full))
+    check(short == 0, "shallow phase: %d short copies" % short)
+    wl.p.send_signal(signal.SIGUSR1)
+    time.sleep(3)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().split()
+    check(line[:1] == ["idle"], "depth said %r" % line)
+    settle(pp)
+    copy2, short2 = stack_copy_metrics(pp, wl.pid)
+    heap = pp.profile("/debug/pprof/heap")
+    wl.p.send_signal(signal.SIGTERM)
+    check(wl.p.wait(timeout=10) == 0, "depth exit code")
+    print("copy %d -> %d bytes, %d short; blocks shallow %s deep %s" %
+          (copy, copy2, short2, line[1], line[2]))
+    # 20 frames of ~1 KiB: twice that is above 32 KiB, so the whole copy
+    check(copy2 == full, "deep phase: stack copy %d bytes, expected %d" % (copy2, full))
+    check(short2 >= 1, "the shallow copy never came up short on 20 KiB stacks")
+    deep = [s for s in heap["samples"] if "deep_site" in frames(heap, s)]
+    shallow = [s for s in heap["samples"] if "shallow_site" in frames(heap, s)]
+    check(deep and shallow, "sites missing: %d deep, %d shallow samples" % (len(deep), len(shallow)))
+    # a truncated stack is one short copy (several merge into one sample)
+    cut = [s for s in deep if "main" not in frames(heap, s)]
+    whole = [s for s in deep if "main" in frames(heap, s)]
+    check(whole, "no deep_site stack reaches main: %s" % [frames(heap, s) for s in deep[:3]])
+    check(all(frames(heap, s).count("deep") >= 21 for s in whole),
+          "a complete deep stack lacks recursion frames: %s" %
+          [frames(heap, s) for s in whole if frames(heap, s).count("deep") < 21][:1])
+    check(len(cut) <= short2, "%d truncated deep stacks, only %d short copies counted" %
+          (len(cut), short2))
+    for s in shallow:
+        check("main" in frames(heap, s), "shallow stack without main: %s" % frames(heap, s))
+    pp.stop()
+
+
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
-         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach])
+         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach,
+         test_stack_copy_fits])
