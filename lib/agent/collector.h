@@ -37,12 +37,12 @@
  *  - store lock: see store/store.h (counters copied, rendering outside).
  *
  * No file I/O, ELF/DWARF loading or rendering under a collector, agent or
- * store lock; an exception is noted where it is made. Known exceptions,
- * inside lib/heap: its attach injects the agent (ptrace, the target's
- * memory) and its per-process stats read the agent's counters from the
- * target, both under the tracer's own lock; they delay other heap calls
- * and the heap thread's periodic tick (the agent makes them with none of
- * its own locks held).
+ * store lock; an exception is noted where it is made. The heap tracer's
+ * slow work with one target (injecting the agent: ptrace stops and the
+ * target's memory; reading the agent's counters from it; patching after a
+ * dlopen) runs under that target's own op lock, never under the tracer's
+ * table lock: stats of other targets, the ring's poll and its periodic
+ * tick go on meanwhile (lib/heap/heap.c, struct heap_proc).
  */
 #ifndef PODPROF_COLLECTOR_H
 #define PODPROF_COLLECTOR_H

@@ -55,9 +55,23 @@ _Static_assert(HEAP_NREGS == PP_NREGS, "register count");
 
 enum session_state { SESSION_UNKNOWN = 0, SESSION_YES, SESSION_NO };
 
+/*
+ * Locking: t->lock guards the table (procs[], gens, refs, attaching,
+ * removed, attach_errors) and is never held across I/O or a ptrace stop.
+ * p->op serializes everything done with one process (its pp_inject, links,
+ * and the fields below it), slow work included: only that process's
+ * attach, detach, tick, dlopen patch and stats take it. t->ops serializes
+ * attach and detach (slot choice, t->session, t->attach_reason). Order:
+ * t->ops -> p->op -> t->lock. A reference (refs, under t->lock) keeps p
+ * allocated while its op lock is used outside the table lock; removed
+ * processes are freed by the last reference.
+ */
 struct heap_proc {
 	pid_t pid;
 	uint32_t slot, gen;
+	unsigned refs; /* under t->lock */
+	bool attaching, removed; /* under t->lock: not (or no longer) visible */
+	pthread_mutex_t op;
 	int pidfd;
 	struct pp_heap_allocator alloc;
 	struct bpf_link *links[2 * PP_HEAP_NFN];
@@ -100,7 +114,8 @@ struct pp_heap_tracer {
 	struct heap_bpf *skel;
 	struct pp_ringbuf *rb;
 	int ncpus;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock; /* the table: short holds only (see struct heap_proc) */
+	pthread_mutex_t ops; /* attach and detach, one at a time */
 	struct heap_proc *procs[HEAP_MAX_PROCS];
 	uint32_t gens[HEAP_MAX_PROCS];
 	/* slot -> (gen << 32 | pid), read without the lock by poll */
@@ -210,6 +225,7 @@ struct pp_heap_tracer *pp_heap_tracer__new(const struct pp_heap_opts *opts, pp_h
 	t->fn = fn;
 	t->ctx = ctx;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->ops, NULL);
 	t->ncpus = libbpf_num_possible_cpus();
 	if (t->ncpus <= 0) {
 		r = t->ncpus ? t->ncpus : -EINVAL;
@@ -325,7 +341,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	} else {
 		return 0;
 	}
-	t->events++;
+	__atomic_store_n(&t->events, t->events + 1, __ATOMIC_RELAXED); /* one writer */
 	t->fn(t->ctx, &ev);
 	if (use.unwound)
 		stack_fit_update(t, h->slot, ev.stack_len, &use);
@@ -513,12 +529,70 @@ static int attach_links(struct pp_heap_tracer *t, struct heap_proc *p)
 	return r;
 }
 
+/* With t->lock: the slot of pid's visible entry (attached, not removed), or -1. */
 static ssize_t find_proc(struct pp_heap_tracer *t, pid_t pid)
 {
-	for (size_t i = 0; i < HEAP_MAX_PROCS; i++)
-		if (t->procs[i] && t->procs[i]->pid == pid)
+	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
+		const struct heap_proc *p = t->procs[i];
+
+		if (p && p->pid == pid && !p->attaching && !p->removed)
 			return (ssize_t)i;
+	}
 	return -1;
+}
+
+static struct heap_proc *proc_new(pid_t pid)
+{
+	struct heap_proc *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->session_fd = -1;
+	p->agent_fds[0] = p->agent_fds[1] = -1;
+	p->pidfd = -1;
+	pthread_mutex_init(&p->op, NULL);
+	return p;
+}
+
+/* Injection undone, links and pidfd closed, memory freed; no lock held. */
+static void proc_release(struct heap_proc *p)
+{
+	pp_inject__detach(p->inj);
+	p->inj = NULL;
+	release_links(p);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	pthread_mutex_destroy(&p->op);
+	free(p);
+}
+
+/* pid's visible entry with a reference taken, or NULL. */
+static struct heap_proc *proc_get(struct pp_heap_tracer *t, pid_t pid)
+{
+	struct heap_proc *p = NULL;
+	ssize_t i;
+
+	pthread_mutex_lock(&t->lock);
+	i = find_proc(t, pid);
+	if (i >= 0) {
+		p = t->procs[i];
+		p->refs++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return p;
+}
+
+/* Drops a reference; the last one of a removed entry frees it. */
+static void proc_put(struct pp_heap_tracer *t, struct heap_proc *p)
+{
+	bool last;
+
+	pthread_mutex_lock(&t->lock);
+	last = --p->refs == 0 && p->removed;
+	pthread_mutex_unlock(&t->lock);
+	if (last)
+		proc_release(p);
 }
 
 static void read_counters(struct pp_heap_tracer *t, uint32_t slot, struct heap_proc_counters *ret)
@@ -620,40 +694,51 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 
 	if (!t || pid <= 0)
 		return -EINVAL;
-	t->attach_reason[0] = '\0';
-	p = calloc(1, sizeof(*p));
+	p = proc_new(pid);
 	if (!p)
 		return -ENOMEM;
-	p->pid = pid;
-	p->session_fd = -1;
-	p->agent_fds[0] = p->agent_fds[1] = -1;
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0 && errno == ESRCH) {
-		free(p);
+		proc_release(p);
 		return -ESRCH;
 	}
 	r = pp_heap__find_allocator(pid, &p->alloc);
-	if (r < 0)
-		goto fail_noslot;
+	if (r < 0) {
+		proc_release(p);
+		return r;
+	}
 	for (unsigned i = 0; i < p->alloc.n; i++)
 		p->fallbacks += !p->alloc.fns[i].emulated;
 
+	pthread_mutex_lock(&t->ops);
+	t->attach_reason[0] = '\0';
+	/* the slot is reserved (attaching: invisible to stats, tick, detach)
+	 * while the slow part runs without the table lock */
 	pthread_mutex_lock(&t->lock);
-	if (find_proc(t, pid) >= 0) {
+	for (slot = 0; slot < HEAP_MAX_PROCS; slot++)
+		if (t->procs[slot] && t->procs[slot]->pid == pid && !t->procs[slot]->removed)
+			break;
+	if (slot < HEAP_MAX_PROCS) {
 		pthread_mutex_unlock(&t->lock);
-		r = -EEXIST;
-		goto fail_noslot;
+		pthread_mutex_unlock(&t->ops);
+		proc_release(p);
+		return -EEXIST;
 	}
 	for (slot = 0; slot < HEAP_MAX_PROCS && t->procs[slot]; slot++)
 		;
 	if (slot == HEAP_MAX_PROCS) {
 		pthread_mutex_unlock(&t->lock);
-		r = -ENOSPC;
-		goto fail_noslot;
+		pthread_mutex_unlock(&t->ops);
+		proc_release(p);
+		return -ENOSPC;
 	}
 	p->slot = (uint32_t)slot;
 	p->gen = (t->gens[slot] + 1) & 0xff;
 	t->gens[slot] = p->gen;
+	p->attaching = true;
+	t->procs[slot] = p;
+	pthread_mutex_unlock(&t->lock);
+
 	clear_counters(t, p->slot);
 	clear_live(t, p->slot);
 	{
@@ -672,126 +757,152 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	}
 	if (r < 0) {
 		__atomic_store_n(&t->slot_ids[slot], 0, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&t->lock);
+		t->procs[slot] = NULL;
 		t->attach_errors++;
 		pthread_mutex_unlock(&t->lock);
-		goto fail_noslot;
+		pthread_mutex_unlock(&t->ops);
+		proc_release(p);
+		return r;
 	}
 	p->last_tick_ns = pp_now_mono_ns();
-	t->procs[slot] = p;
+	pthread_mutex_lock(&t->lock);
+	p->attaching = false;
 	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->ops);
 	pp_dbg("heap: pid %d: %s (%s), %s", (int)pid, p->alloc.name, p->alloc.path,
 	       p->inj	    ? "injected agent"
 	       : p->session ? "uprobe session"
 			    : "uretprobe");
 	return 0;
-fail_noslot:
-	pp_inject__detach(p->inj);
-	release_links(p);
-	if (p->pidfd >= 0)
-		close(p->pidfd);
-	free(p);
-	return r;
-}
-
-static void proc_free(struct pp_heap_tracer *t, struct heap_proc *p)
-{
-	pp_inject__detach(p->inj); /* slots restored first: no new notifications */
-	p->inj = NULL;
-	release_links(p);
-	__atomic_store_n(&t->slot_ids[p->slot], 0, __ATOMIC_RELEASE);
-	clear_live(t, p->slot);
-	if (p->pidfd >= 0)
-		close(p->pidfd);
-	free(p);
 }
 
 int pp_heap_tracer__detach(struct pp_heap_tracer *t, pid_t pid)
 {
+	struct heap_proc *p;
 	ssize_t i;
 
 	if (!t)
 		return -EINVAL;
+	pthread_mutex_lock(&t->ops);
 	pthread_mutex_lock(&t->lock);
 	i = find_proc(t, pid);
 	if (i < 0) {
 		pthread_mutex_unlock(&t->lock);
+		pthread_mutex_unlock(&t->ops);
 		return -ENOENT;
 	}
-	proc_free(t, t->procs[i]);
+	p = t->procs[i];
+	p->removed = true; /* invisible from now on; the slot stays reserved */
+	p->refs++;
+	pthread_mutex_unlock(&t->lock);
+
+	pthread_mutex_lock(&p->op);
+	pp_inject__detach(p->inj); /* slots restored first: no new notifications */
+	p->inj = NULL;
+	release_links(p);
+	pthread_mutex_unlock(&p->op);
+	__atomic_store_n(&t->slot_ids[p->slot], 0, __ATOMIC_RELEASE);
+	clear_live(t, p->slot);
+
+	pthread_mutex_lock(&t->lock);
 	t->procs[i] = NULL;
 	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->ops);
+	proc_put(t, p);
 	return 0;
 }
 
-/* Once a second: exits, call rates, overhead budget. Called with the lock. */
-static void tick(struct pp_heap_tracer *t, uint64_t now)
+/* One process's exit, call rate and overhead budget, with p->op held. */
+static void tick_one(struct pp_heap_tracer *t, struct heap_proc *p, uint64_t now)
 {
-	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
-		struct heap_proc *p = t->procs[i];
-		struct heap_proc_counters c;
-		uint64_t calls;
-		double dt;
+	struct heap_proc_counters c;
+	uint64_t calls;
+	double dt;
 
-		if (!p)
-			continue;
-		if (!p->exited && !proc_alive(p)) {
-			p->exited = true;
-			pp_inject__detach(p->inj);
-			p->inj = NULL;
-			release_links(p);
-		}
-		read_counters(t, p->slot, &c);
-		if (p->inj) {
-			struct pp_inject_stats is;
+	if (!p->exited && !proc_alive(p)) {
+		p->exited = true;
+		pp_inject__detach(p->inj);
+		p->inj = NULL;
+		release_links(p);
+	}
+	read_counters(t, p->slot, &c);
+	if (p->inj) {
+		struct pp_inject_stats is;
 
-			if (pp_inject__stats(p->inj, &is) == 0) {
-				c.mallocs = is.calls;
-				c.frees = is.frees;
-				c.alloc_bytes = is.bytes;
-			}
-		}
-		calls = c.mallocs + c.frees;
-		dt = (double)(now - p->last_tick_ns) / 1e9;
-		if (dt <= 0)
-			continue;
-		p->rate = p->exited || p->paused ? 0 : (double)(calls - p->last_calls) / dt;
-		p->last_calls = calls;
-		p->last_tick_ns = now;
-		/* A probe the kernel must single-step (no emulated instruction
-		 * found in malloc or free) costs about 15.8 us a hit (DESIGN.md). */
-		double cost = p->session ? COST_NS_SESSION : COST_NS_CLASSIC;
-		if (p->inj) {
-			/* Agent: a few ns per call, the probe only per sample. */
-			double srate = (double)(c.sampled - p->agent_sampled_last) / dt;
-
-			p->agent_sampled_last = c.sampled;
-			p->overhead =
-				(p->rate * COST_NS_AGENT + srate * COST_NS_SAMPLE) * 1e-9 * 100.0;
-			p->over_budget = p->overhead > t->opts.budget_percent;
-			continue;
-		}
-		for (unsigned k = 0; k < p->alloc.n; k++) {
-			int fn = p->alloc.fns[k].fn;
-			if (!p->alloc.fns[k].emulated &&
-			    (fn == HEAP_FN_MALLOC || fn == HEAP_FN_FREE))
-				cost += COST_NS_SINGLESTEP / 2;
-		}
-		p->overhead = p->rate * cost * 1e-9 * 100.0;
-		if (p->overhead > t->opts.budget_percent) {
-			p->over_budget = true;
-			if ((t->opts.over_budget == PP_HEAP_POLICY_PAUSE ||
-			     t->opts.over_budget == PP_HEAP_POLICY_AUTO) &&
-			    !p->paused) {
-				release_links(p);
-				p->paused = true;
-				p->pause_overhead = p->overhead;
-				pp_dbg("heap: pid %d: est. overhead %.1f%% over budget, paused",
-				       (int)p->pid, p->overhead);
-			}
-		} else if (!p->paused) {
-			p->over_budget = false;
+		if (pp_inject__stats(p->inj, &is) == 0) {
+			c.mallocs = is.calls;
+			c.frees = is.frees;
+			c.alloc_bytes = is.bytes;
 		}
 	}
+	calls = c.mallocs + c.frees;
+	dt = (double)(now - p->last_tick_ns) / 1e9;
+	if (dt <= 0)
+		return;
+	p->rate = p->exited || p->paused ? 0 : (double)(calls - p->last_calls) / dt;
+	p->last_calls = calls;
+	p->last_tick_ns = now;
+	/* A probe the kernel must single-step (no emulated instruction
+	 * found in malloc or free) costs about 15.8 us a hit (DESIGN.md). */
+	double cost = p->session ? COST_NS_SESSION : COST_NS_CLASSIC;
+	if (p->inj) {
+		/* Agent: a few ns per call, the probe only per sample. */
+		double srate = (double)(c.sampled - p->agent_sampled_last) / dt;
+
+		p->agent_sampled_last = c.sampled;
+		p->overhead = (p->rate * COST_NS_AGENT + srate * COST_NS_SAMPLE) * 1e-9 * 100.0;
+		p->over_budget = p->overhead > t->opts.budget_percent;
+		return;
+	}
+	for (unsigned k = 0; k < p->alloc.n; k++) {
+		int fn = p->alloc.fns[k].fn;
+		if (!p->alloc.fns[k].emulated && (fn == HEAP_FN_MALLOC || fn == HEAP_FN_FREE))
+			cost += COST_NS_SINGLESTEP / 2;
+	}
+	p->overhead = p->rate * cost * 1e-9 * 100.0;
+	if (p->overhead > t->opts.budget_percent) {
+		p->over_budget = true;
+		if ((t->opts.over_budget == PP_HEAP_POLICY_PAUSE ||
+		     t->opts.over_budget == PP_HEAP_POLICY_AUTO) &&
+		    !p->paused) {
+			release_links(p);
+			p->paused = true;
+			p->pause_overhead = p->overhead;
+			pp_dbg("heap: pid %d: est. overhead %.1f%% over budget, paused",
+			       (int)p->pid, p->overhead);
+		}
+	} else if (!p->paused) {
+		p->over_budget = false;
+	}
+}
+
+/* Once a second, from the poll thread: every attached process, each under
+ * its own op lock (a slow injection elsewhere does not hold the poll up). */
+static void tick(struct pp_heap_tracer *t, uint64_t now)
+{
+	struct heap_proc **list = calloc(HEAP_MAX_PROCS, sizeof(*list));
+	size_t n = 0;
+
+	if (!list)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
+		struct heap_proc *p = t->procs[i];
+
+		if (p && !p->attaching && !p->removed) {
+			p->refs++;
+			list[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	for (size_t k = 0; k < n; k++) {
+		pthread_mutex_lock(&list[k]->op);
+		tick_one(t, list[k], now);
+		pthread_mutex_unlock(&list[k]->op);
+		proc_put(t, list[k]);
+	}
+	free(list);
 }
 
 /*
@@ -853,9 +964,7 @@ int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 	drain_lost_frees(t);
 	now = pp_now_mono_ns();
 	if (now - t->last_tick_ns >= TICK_NS) {
-		pthread_mutex_lock(&t->lock);
 		tick(t, now);
-		pthread_mutex_unlock(&t->lock);
 		t->last_tick_ns = now;
 	}
 	return (int)PP_MIN(t->events - before, (uint64_t)INT32_MAX);
@@ -865,18 +974,16 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 {
 	struct heap_proc_counters c;
 	struct heap_proc *p;
-	ssize_t i;
 
 	if (!t || !ret)
 		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	i = find_proc(t, pid);
-	if (i < 0) {
-		pthread_mutex_unlock(&t->lock);
+	p = proc_get(t, pid);
+	if (!p)
 		return -ENOENT;
-	}
-	p = t->procs[i];
 	read_counters(t, p->slot, &c);
+	/* the agent's counters are read from the target under this process's
+	 * op lock only: other processes and the poll thread go on meanwhile */
+	pthread_mutex_lock(&p->op);
 	memset(ret, 0, sizeof(*ret));
 	snprintf(ret->allocator, sizeof(ret->allocator), "%s", p->alloc.name);
 	ret->mallocs = c.mallocs;
@@ -920,7 +1027,8 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 		ret->probe_fallbacks = 0;
 		ret->session = false;
 	}
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&p->op);
+	proc_put(t, p);
 	return 0;
 }
 
@@ -936,34 +1044,36 @@ void pp_heap_tracer__stats(struct pp_heap_tracer *t, struct pp_heap_stats *ret)
 	memset(ret, 0, sizeof(*ret));
 	if (!t)
 		return;
-	pthread_mutex_lock(&t->lock);
-	ret->events = t->events;
+	/* the BPF counters are read without the table lock */
+	ret->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
 	ret->ringbuf_drops = drop_sum(t, HEAP_CNT_RINGBUF_DROP);
 	ret->live_table_full = drop_sum(t, HEAP_CNT_LIVE_FULL);
 	ret->stack_read_errors = drop_sum(t, HEAP_CNT_STACK_ERR);
-	ret->attach_errors = t->attach_errors;
 	ret->nested = drop_sum(t, HEAP_CNT_NESTED);
 	ret->frees_deferred = drop_sum(t, HEAP_CNT_FREE_DEFERRED);
 	ret->frees_lost = drop_sum(t, HEAP_CNT_FREE_LOST);
+	pthread_mutex_lock(&t->lock);
+	ret->attach_errors = t->attach_errors;
 	for (size_t i = 0; i < HEAP_MAX_PROCS; i++)
-		ret->procs += t->procs[i] != NULL;
+		ret->procs += t->procs[i] && !t->procs[i]->attaching && !t->procs[i]->removed;
 	pthread_mutex_unlock(&t->lock);
 }
 
 int pp_heap_tracer__maps_changed(struct pp_heap_tracer *t, pid_t pid)
 {
-	ssize_t i;
+	struct heap_proc *p;
 	int r = 0;
 
 	if (!t)
 		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	i = find_proc(t, pid);
-	if (i < 0)
-		r = -ENOENT;
-	else if (t->procs[i]->inj)
-		r = pp_inject__patch(t->procs[i]->inj);
-	pthread_mutex_unlock(&t->lock);
+	p = proc_get(t, pid);
+	if (!p)
+		return -ENOENT;
+	pthread_mutex_lock(&p->op);
+	if (p->inj)
+		r = pp_inject__patch(p->inj); /* stops a thread of the target: its op lock only */
+	pthread_mutex_unlock(&p->op);
+	proc_put(t, p);
 	return r;
 }
 
@@ -981,17 +1091,13 @@ void pp_heap_tracer__free(struct pp_heap_tracer *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
-		if (t->procs[i]) {
-			pp_inject__detach(t->procs[i]->inj);
-			release_links(t->procs[i]);
-			if (t->procs[i]->pidfd >= 0)
-				close(t->procs[i]->pidfd);
-			free(t->procs[i]);
-		}
-	}
+	/* no other thread uses t any more: every entry goes, references or not */
+	for (size_t i = 0; i < HEAP_MAX_PROCS; i++)
+		if (t->procs[i])
+			proc_release(t->procs[i]);
 	pp_ringbuf__free(t->rb);
 	heap_bpf__destroy(t->skel);
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->ops);
 	free(t);
 }

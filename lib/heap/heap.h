@@ -7,6 +7,9 @@
  * through a ring buffer read without wakeups by pp_heap_tracer__poll.
  *
  * Thread-safety: attach/detach/stats from any thread; poll from one.
+ * Locks: a table lock held only to find and reference a process; each
+ * process's slow work (injection, the agent's counters, links) under its
+ * own lock; attach and detach serialized among themselves.
  */
 #ifndef PODPROF_HEAP_H
 #define PODPROF_HEAP_H
