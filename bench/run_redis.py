@@ -8,6 +8,11 @@ window is open for the first seconds of the run. Interleaved repetitions,
 the configuration order rotating; podprof is started and stopped around each
 of its runs; ratios are against the unprofiled run of the same repetition.
 
+Each timed run also reads redis-server's own CPU (utime + stime) and
+reports it per request; "redis CPU ratio" is unprofiled's CPU per request
+over the configuration's, per repetition: the throughput ratio a CPU-bound
+redis would show, much less moved by the VM's noise than req/s.
+
 Two workloads: pipelined (-P 16, many requests per syscall, so allocation is
 a large share of redis's work) and unpipelined (-P 1, syscall-bound).
 
@@ -79,9 +84,19 @@ def warm_load(port, extra, n):
         redis_benchmark(port, extra, max(1000, int(n * WARM_LOAD)))
 
 
+def timed(rs, port, extra, n):
+    """redis_benchmark plus redis-server's own CPU (utime + stime) over the
+    run: the cost to the target per request, which the machine's noise
+    (neighbours, the hypervisor) moves much less than the throughput."""
+    c0 = proc_cpu_seconds(rs.pid)
+    r = redis_benchmark(port, extra, n)
+    r["redis_cpu"] = proc_cpu_seconds(rs.pid) - c0
+    return r
+
+
 def run_plain(rs, port, extra, n, _n):
     warm_load(port, extra, n)
-    return redis_benchmark(port, extra, n)
+    return timed(rs, port, extra, n)
 
 
 def run_podprof(rs, port, extra, n_full, n_short, cpu_window=0, settings=(), short=False):
@@ -104,7 +119,7 @@ def run_podprof(rs, port, extra, n_full, n_short, cpu_window=0, settings=(), sho
                                   args=("/debug/pprof/profile?seconds=%d" % cpu_window,),
                                   daemon=True)
             th.start()
-        r = redis_benchmark(port, extra, n)
+        r = timed(rs, port, extra, n)
         if th:
             th.join()
         m1 = pp.metrics()
@@ -225,28 +240,39 @@ def main():
                     print("%s rep %d %-44s %.0f req/s %s" %
                           (wname, r, name, rep[name]["rps"],
                            " ".join("%s=%.4g" % (k, v) for k, v in rep[name].items()
-                                    if k in ("events", "prof_cpu", "rss", "warm_cpu"))),
+                                    if k in ("events", "prof_cpu", "rss", "warm_cpu",
+                                             "redis_cpu"))),
                           file=sys.stderr, flush=True)
+                u = rep["unprofiled"]
                 for name in rep:
-                    rep[name]["ratio"] = rep[name]["rps"] / rep["unprofiled"]["rps"]
-                    res[name].append(rep[name])
+                    x = rep[name]
+                    x["ratio"] = x["rps"] / u["rps"]
+                    # redis's CPU per request, unprofiled over this one:
+                    # the throughput ratio a CPU-bound redis would show
+                    x["cpu_ratio"] = ((u["redis_cpu"] / u["n"]) / (x["redis_cpu"] / x["n"])
+                                      if x["redis_cpu"] > 0 else 0)
+                    res[name].append(x)
             print("\nredis-benchmark -c 50 -d 64 -r 100000 -t %s %s -n %d (unprofiled, agent) / "
                   "%d (uprobe)\n" % (TESTS, " ".join(extra), n_plain, n_prof))
-            print("| configuration | req/s (median) | throughput ratio (range) | heap events "
+            print("| configuration | req/s (median) | throughput ratio (range) | redis CPU per "
+                  "request | redis CPU ratio, unprofiled/this (range) | heap events "
                   "per request | podprof CPU per request | podprof RSS | warm-up CPU |")
-            print("|---|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|---|---|")
             for name, _ in configs:
                 rr = res[name]
                 ratios = [x["ratio"] for x in rr]
+                cratios = [x["cpu_ratio"] for x in rr]
+                rcpu = "%.2f us" % (median(x["redis_cpu"] / x["n"] for x in rr) * 1e6)
                 ev = cpu = rss = warm = ""
                 if any("events" in x for x in rr):
                     ev = "%.3f" % median(x["events"] / x["n"] for x in rr)
                     cpu = "%.2f us" % (median(x["prof_cpu"] / x["n"] for x in rr) * 1e6)
                     rss = "%.1f MiB" % (median(x["rss"] for x in rr) / 1048576)
                     warm = "%.2f s" % median(x["warm_cpu"] for x in rr)
-                print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %s | %s | %s |" %
+                print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %.4f (%.3f-%.3f) | %s | %s | %s | %s |" %
                       (name, median(x["rps"] for x in rr), median(ratios), min(ratios),
-                       max(ratios), ev, cpu, rss, warm))
+                       max(ratios), rcpu, median(cratios), min(cratios), max(cratios), ev, cpu,
+                       rss, warm))
         if not os.environ.get("HEAP_MODES"):
             breakdown(rs, port, WORKLOADS[0][1], WORKLOADS[0][3])
         print("\nloadavg after: %s" % loadavg())
