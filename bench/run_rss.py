@@ -127,6 +127,19 @@ def children(pid):
     return out
 
 
+def helpers(pid):
+    """pid's symbolizer helper processes."""
+    out = []
+    for k in children(pid):
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if b"--symbolizer-helper" in f.read():
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
 def sidecar_line(pid):
     """The sidecar's processes: VmRSS each, and the sum of their Pss (pages
     they share, podprof's code and libraries, counted once, as the memory
@@ -172,11 +185,15 @@ def main():
         pp.get("/debug/pprof/goroutine?debug=2")
         m = pp.metrics()
         table(pp.pid, "podprof under load (after a %d s CPU window)" % max(seconds - 2, 1))
+        for h in helpers(pp.pid):
+            table(h, "symbolizer helper %d under load" % h)
         sidecar_line(pp.pid)
         load.terminate()
         load.wait()
         time.sleep(5)
         table(pp.pid, "podprof 5 s after the load stopped")
+        for h in helpers(pp.pid):
+            table(h, "symbolizer helper %d 5 s after" % h)
         sidecar_line(pp.pid)
         words = ("resident", "symbol", "lost", "drop", "samples_total", "events_total")
         print("\nmetrics: " + ", ".join("%s=%g" % (k, v) for k, v in sorted(m.items())
