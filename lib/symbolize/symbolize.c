@@ -411,6 +411,47 @@ static bool dwarf_strings_ok(Elf *elf)
 	return true;
 }
 
+/*
+ * Debug sections libdw would load (and decompress) in dwarf_begin_elf but
+ * names, lines and inline chains never read: variable locations, call
+ * frame information, macros and the name indexes. In libc6-dbg's libc they
+ * are 1.4 MB of the 10 MB. Marked SHT_NOBITS in libelf's in-memory copy of
+ * the section headers (the file is opened read-only and never written),
+ * which dwarf_begin_elf skips as stripped; dwarf_size then leaves them out
+ * of the budget too.
+ */
+static void hide_unused_debug(Elf *elf)
+{
+	static const char *const unused[] = { "loclists", "loc",	  "frame",
+					      "macro",	  "macinfo",	  "pubnames",
+					      "pubtypes", "gnu_pubnames", "gnu_pubtypes" };
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!n)
+			continue;
+		if (!strncmp(n, ".debug_", 7))
+			n += 7;
+		else if (!strncmp(n, ".zdebug_", 8))
+			n += 8;
+		else
+			continue;
+		for (size_t i = 0; i < ARRAY_SIZE(unused); i++) {
+			if (strcmp(n, unused[i]) != 0)
+				continue;
+			sh.sh_type = SHT_NOBITS;
+			gelf_update_shdr(scn, &sh);
+			break;
+		}
+	}
+}
+
 static Elf *elf_open(int fd)
 {
 	pthread_once(&elf_once, elf_init);
@@ -421,6 +462,7 @@ static Elf *elf_open(int fd)
 		elf_end(elf);
 		return NULL;
 	}
+	hide_unused_debug(elf);
 	return elf;
 }
 
