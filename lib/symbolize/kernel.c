@@ -46,6 +46,7 @@
  * windows).
  */
 #define KSYM_BLOCK 64u
+#define KSYM_ZBITS 13 /* deflate window: 8 KiB (a block is ~2 KB) */
 
 /* a symbol while parsing, before its address is made relative */
 struct ksym_tmp {
@@ -63,6 +64,8 @@ struct pp_ksyms {
 	size_t z_len;
 	char *raw; /* one inflated block (raw_cap bytes), the lookups' scratch */
 	size_t raw_cap;
+	z_stream inf; /* raw inflate, reset per lookup */
+	bool inf_ready;
 	uint64_t failed_at; /* last failed load (no privilege), 0 when loaded */
 };
 
@@ -126,6 +129,9 @@ static int ksyms_line(char *line, struct ksym_tmp **v, size_t *n, size_t *cap, s
 
 static void ksyms_clear(struct pp_ksyms *k)
 {
+	if (k->inf_ready)
+		inflateEnd(&k->inf);
+	k->inf_ready = false;
 	free(k->off);
 	free(k->blk);
 	free(k->z);
@@ -155,31 +161,43 @@ static int ksyms_compact(struct pp_ksyms *k, struct ksym_tmp *v, size_t n, struc
 		goto fail;
 	for (size_t i = 0; i < keep; i++)
 		off[i] = (uint32_t)(v[i].addr - v[0].addr);
+	/* one raw deflate stream reset per block: compress2 would set up (and clear) 256 KiB
+	 * of state for each of ~2,000 blocks (0.6 s); a 8 KiB window is enough for ~2 KB */
+	z_stream zs = { 0 };
+	if (deflateInit2(&zs, 6, Z_DEFLATED, -KSYM_ZBITS, 3, Z_DEFAULT_STRATEGY) != Z_OK)
+		goto fail;
 	for (size_t b = 0; b < n_blk; b++) {
 		pp_buf_reset(&raw);
 		for (size_t i = b * KSYM_BLOCK; i < keep && i < (b + 1) * KSYM_BLOCK; i++) {
 			const char *nm = names->data + v[i].name;
 			r = pp_buf_append(&raw, nm, strlen(nm) + 1);
 			if (r < 0)
-				goto fail;
+				break;
+		}
+		size_t zl = r < 0 ? 0 : deflateBound(&zs, raw.len);
+		if (r == 0)
+			r = pp_buf_reserve(&z, zl);
+		if (r == 0 && deflateReset(&zs) != Z_OK)
+			r = -ENOMEM;
+		if (r == 0) {
+			zs.next_in = (Bytef *)raw.data;
+			zs.avail_in = (uInt)raw.len;
+			zs.next_out = (Bytef *)z.data + z.len;
+			zs.avail_out = (uInt)zl;
+			if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+				r = -ENOMEM;
+		}
+		if (r == 0 && z.len + (zl - zs.avail_out) > UINT32_MAX)
+			r = -E2BIG;
+		if (r < 0) {
+			deflateEnd(&zs);
+			goto fail;
 		}
 		raw_cap = PP_MAX(raw_cap, raw.len);
-		uLongf zl = compressBound(raw.len);
-		r = pp_buf_reserve(&z, zl);
-		if (r < 0)
-			goto fail;
-		if (compress2((Bytef *)z.data + z.len, &zl, (const Bytef *)raw.data, raw.len, 6) !=
-		    Z_OK) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		z.len += zl;
-		if (z.len > UINT32_MAX) {
-			r = -E2BIG;
-			goto fail;
-		}
+		z.len += zl - zs.avail_out;
 		blk[b + 1] = (uint32_t)z.len;
 	}
+	deflateEnd(&zs);
 	char *scratch = malloc(raw_cap);
 	if (!scratch) {
 		r = -ENOMEM;
@@ -199,6 +217,9 @@ static int ksyms_compact(struct pp_ksyms *k, struct ksym_tmp *v, size_t n, struc
 	k->z = (uint8_t *)pp_buf_steal(&z, NULL);
 	k->raw = scratch;
 	k->raw_cap = raw_cap;
+	/* in place: zlib's state points back at its z_stream */
+	memset(&k->inf, 0, sizeof(k->inf));
+	k->inf_ready = inflateInit2(&k->inf, -KSYM_ZBITS) == Z_OK;
 	pp_buf_free(&raw);
 	return 0;
 fail:
@@ -214,9 +235,15 @@ fail:
 static const char *ksym_name(struct pp_ksyms *k, size_t i)
 {
 	size_t b = i / KSYM_BLOCK;
-	uLongf rl = k->raw_cap;
-	if (uncompress((Bytef *)k->raw, &rl, k->z + k->blk[b], k->blk[b + 1] - k->blk[b]) != Z_OK)
+	if (!k->inf_ready || inflateReset(&k->inf) != Z_OK)
 		return NULL;
+	k->inf.next_in = k->z + k->blk[b];
+	k->inf.avail_in = k->blk[b + 1] - k->blk[b];
+	k->inf.next_out = (Bytef *)k->raw;
+	k->inf.avail_out = (uInt)k->raw_cap;
+	if (inflate(&k->inf, Z_FINISH) != Z_STREAM_END)
+		return NULL;
+	size_t rl = k->raw_cap - k->inf.avail_out;
 	const char *p = k->raw, *end = k->raw + rl;
 	for (size_t j = b * KSYM_BLOCK; j < i; j++) {
 		const char *nul = memchr(p, '\0', (size_t)(end - p));
