@@ -15,7 +15,10 @@ podprof's /proc/PID/smaps summed by kind of mapping:
 - files: file-backed mappings (code, read-only data, mapped ELF files)
 
 Prints one table per measurement point (load running; 5 s after the load
-stopped). usage: bench/run_rss.py [BUILD_DIR [SECONDS [--set k=v ...]]]
+stopped), for podprof and for its symbolizer helper, and the sidecar's
+sums: VmRSS, Pss (the memory cgroup's view when nothing else on the node
+maps the same files is closer to "alone": podprof's VmRSS plus the
+helper's private pages). usage: bench/run_rss.py [BUILD_DIR [SECONDS [--set k=v ...]]]
 (defaults build-bench 10)
 """
 import os
@@ -127,22 +130,41 @@ def children(pid):
     return out
 
 
+def helpers(pid):
+    """pid's symbolizer helper processes."""
+    out = []
+    for k in children(pid):
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if b"--symbolizer-helper" in f.read():
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
 def sidecar_line(pid):
     """The sidecar's processes: VmRSS each, and the sum of their Pss (pages
     they share, podprof's code and libraries, counted once, as the memory
-    cgroup charges them)."""
+    cgroup charges them), and "alone": podprof's VmRSS plus the children's
+    private pages, i.e. every page of the sidecar counted once whoever else
+    on the node maps the same libraries (Pss divides those pages by their
+    mappers: here redis and other processes share libc)."""
     parts, pss = [("podprof", kb(pid, "VmRSS"))], kb(pid, "Pss", "smaps_rollup")
+    alone = kb(pid, "VmRSS")
     for k in children(pid):
         try:
             with open("/proc/%d/cmdline" % k, "rb") as f:
                 helper = b"--symbolizer-helper" in f.read()
             parts.append(("symbolizer helper" if helper else "child %d" % k, kb(k, "VmRSS")))
             pss += kb(k, "Pss", "smaps_rollup")
+            alone += kb(k, "Private_Clean", "smaps_rollup") + kb(k, "Private_Dirty",
+                                                                 "smaps_rollup")
         except OSError:
             pass
-    print("\nsidecar: %s; VmRSS sum %.1f MiB, Pss sum %.1f MiB" %
+    print("\nsidecar: %s; VmRSS sum %.1f MiB, Pss sum %.1f MiB, alone %.1f MiB" %
           (", ".join("%s VmRSS %d kB" % p for p in parts), sum(p[1] for p in parts) / 1024,
-           pss / 1024))
+           pss / 1024, alone / 1024))
 
 
 def main():
@@ -172,11 +194,15 @@ def main():
         pp.get("/debug/pprof/goroutine?debug=2")
         m = pp.metrics()
         table(pp.pid, "podprof under load (after a %d s CPU window)" % max(seconds - 2, 1))
+        for h in helpers(pp.pid):
+            table(h, "symbolizer helper %d under load" % h)
         sidecar_line(pp.pid)
         load.terminate()
         load.wait()
         time.sleep(5)
         table(pp.pid, "podprof 5 s after the load stopped")
+        for h in helpers(pp.pid):
+            table(h, "symbolizer helper %d 5 s after" % h)
         sidecar_line(pp.pid)
         words = ("resident", "symbol", "lost", "drop", "samples_total", "events_total")
         print("\nmetrics: " + ", ".join("%s=%g" % (k, v) for k, v in sorted(m.items())

@@ -512,17 +512,21 @@ static void raise_nofile(void)
 		       (unsigned long)rl.rlim_max);
 }
 
-/* glibc malloc for a long-running sidecar (bench/BENCHMARKS.md section 7):
- * two arenas instead of one per thread (each arena keeps the pages its
- * thread once touched); the agent gives freed pages back with malloc_trim
- * every 10 s. The mmap threshold stays dynamic: fixed at 128 KiB, buffers
- * allocated and freed every second (/proc reads) were mmapped and unmapped
- * each time, and the TLB shootdowns of munmap made podprof's CPU per
- * sample 30% higher. Before any thread exists. */
+/* glibc malloc for a long-running sidecar (bench/BENCHMARKS.md sections 7
+ * and 11): one arena for every thread. The agent gives freed pages back
+ * with malloc_trim every 10 s, but malloc_trim releases the free top of the
+ * main arena only: a thread arena keeps its top (after a burst, such as
+ * loading the kernel symbols, 8 MiB) until a free() at its top passes the
+ * trim threshold, which glibc raises to twice the largest mmapped block
+ * freed so far (11 MiB in the bench). Small blocks come from each thread's
+ * tcache without the arena lock. The mmap threshold stays dynamic: fixed
+ * at 128 KiB, buffers allocated and freed every second (/proc reads) were
+ * mmapped and unmapped each time, and the TLB shootdowns of munmap made
+ * podprof's CPU per sample 30% higher. Before any thread exists. */
 static void malloc_setup(void)
 {
 	if (!getenv("MALLOC_ARENA_MAX"))
-		mallopt(M_ARENA_MAX, 2);
+		mallopt(M_ARENA_MAX, 1);
 }
 
 int main(int argc, char **argv)

@@ -2158,6 +2158,9 @@ static int src_render(void *ctx, enum pp_profile_kind kind, void *base, int debu
 	for (size_t i = 0; i < nc; i++)
 		free(comments[i]);
 	free(comments);
+	/* The profile's tree, encoding and gzip state are free now: give their pages back
+	 * at once rather than at the next periodic trim (a render is per request). */
+	malloc_trim(0);
 	return r;
 }
 

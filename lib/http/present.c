@@ -294,6 +294,10 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		  m->symiso_idle_ends);
 	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
+	C("symbol_files_evicted_total",
+	  "Files dropped from the symbol cache (least recently used first) to stay within "
+	  "limits.symbol_cache_bytes; a later new location in one loads it again.",
+	  m->sym.files_evicted);
 	C("symbol_dwarf_refused_total",
 	  "Files whose DWARF would take over half the symbol cache (sizes from the compression "
 	  "headers): symbols only.",

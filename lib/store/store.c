@@ -18,6 +18,7 @@
 #define KERNEL_MAPPING (-2)
 #define KIND_FREE 0xff /* st_stack.kind of a free slot */
 #define GC_INTERVAL_NS 1000000000ull
+#define LIVE_MIN_CAP 1024u /* live heap table slots at first (it doubles at half full) */
 #define RENDER_WAIT_NS 2000000000ull
 
 struct st_mapping {
@@ -183,8 +184,8 @@ struct pp_store {
 	unsigned renders; /* views out: gc() frees nothing meanwhile */
 	bool is_view; /* a render's frozen copy: values already relative to its base */
 
-	struct st_live *live;
-	size_t live_cap, n_live;
+	struct st_live *live; /* grows by doubling at half full, up to live_max_cap */
+	size_t live_cap, live_max_cap, n_live;
 
 	struct st_obj *objs;
 	size_t n_objs, cap_objs, objs_held;
@@ -602,8 +603,9 @@ struct pp_store *pp_store__new(const struct pp_store_opts *opts, struct pp_symbo
 	size_t live_cap = 1;
 	while (live_cap < (size_t)st->opts.max_live * 2)
 		live_cap *= 2;
-	st->live_cap = live_cap;
-	st->live = calloc(live_cap, sizeof(*st->live));
+	st->live_max_cap = live_cap;
+	st->live_cap = PP_MIN(live_cap, (size_t)LIVE_MIN_CAP);
+	st->live = calloc(st->live_cap, sizeof(*st->live));
 	if (!st->live || idx_init(&st->loc_idx, 1024) || idx_init(&st->stack_idx, 1024) ||
 	    idx_init(&st->obj_idx, 64)) {
 		pp_store__free(st);
@@ -1535,44 +1537,58 @@ static void live_unaccount(struct pp_store *st, const struct st_live *e)
 	s->v[3] -= (int64_t)e->size;
 }
 
-static void live_remove_proc(struct pp_store *st, uint32_t idx)
+/* Rehashes the live table into cap slots (a power of two above twice the
+ * entries kept), leaving out the entries of process index drop (or none:
+ * UINT32_MAX). -ENOMEM leaves it as it was. */
+static int live_rehash(struct pp_store *st, size_t cap, uint32_t drop)
 {
-	bool any = false;
-	for (size_t i = 0; i < st->live_cap; i++) {
-		struct st_live *e = &st->live[i];
-		if (e->proc1 == idx + 1) {
-			live_unaccount(st, e);
-			any = true;
-		}
-	}
-	if (!any)
-		return;
-	/* Rebuild the table without this process' entries. */
+	struct st_live *nl = calloc(cap, sizeof(*nl));
+	if (!nl)
+		return -ENOMEM;
 	struct st_live *old = st->live;
-	struct st_live *nl = calloc(st->live_cap, sizeof(*nl));
-	if (!nl) {
-		/* Delete in place (slower, cannot fail). */
-		for (size_t i = 0; i < st->live_cap;) {
-			if (st->live[i].proc1 == idx + 1)
-				live_delete(st, &st->live[i]);
-			else
-				i++;
-		}
-		return;
-	}
+	size_t old_cap = st->live_cap;
 	st->live = nl;
+	st->live_cap = cap;
 	st->n_live = 0;
-	for (size_t i = 0; i < st->live_cap; i++) {
+	for (size_t i = 0; i < old_cap; i++) {
 		struct st_live *e = &old[i];
-		if (!e->proc1 || e->proc1 == idx + 1)
+		if (!e->proc1 || e->proc1 == drop + 1)
 			continue;
-		size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (st->live_cap - 1);
+		size_t h = pp_hash_bytes(&e->addr, 8, e->proc1) & (cap - 1);
 		while (nl[h].proc1)
-			h = (h + 1) & (st->live_cap - 1);
+			h = (h + 1) & (cap - 1);
 		nl[h] = *e;
 		st->n_live++;
 	}
 	free(old);
+	return 0;
+}
+
+static void live_remove_proc(struct pp_store *st, uint32_t idx)
+{
+	size_t gone = 0;
+	for (size_t i = 0; i < st->live_cap; i++) {
+		struct st_live *e = &st->live[i];
+		if (e->proc1 == idx + 1) {
+			live_unaccount(st, e);
+			gone++;
+		}
+	}
+	if (!gone)
+		return;
+	/* Rebuild the table without this process' entries, smaller if they were most. */
+	size_t keep = st->n_live - gone, cap = LIVE_MIN_CAP;
+	while (cap < st->live_cap && cap < keep * 4)
+		cap *= 2;
+	if (live_rehash(st, PP_MIN(cap, st->live_cap), idx) == 0)
+		return;
+	/* Delete in place (slower, cannot fail). */
+	for (size_t i = 0; i < st->live_cap;) {
+		if (st->live[i].proc1 == idx + 1)
+			live_delete(st, &st->live[i]);
+		else
+			i++;
+	}
 }
 
 int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t *pcs, size_t n,
@@ -1582,6 +1598,10 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 	uint32_t pidx;
 	bool found;
 	pthread_mutex_lock(&st->lock);
+	/* Half full: double (the pages of a table sized for max_live at once would all be
+	 * touched by a few thousand entries spread over it). */
+	if (st->n_live * 2 >= st->live_cap && st->live_cap < st->live_max_cap)
+		live_rehash(st, st->live_cap * 2, UINT32_MAX);
 	struct st_live *e = live_lookup(st, pid, addr, &pidx, &found);
 	if (!e) {
 		r = -ESRCH;
@@ -1603,7 +1623,8 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 	x->v[0] += 1;
 	x->v[1] += (int64_t)size;
 	st->stats.heap_samples++;
-	if (st->n_live >= st->opts.max_live) {
+	/* (a table that could not grow keeps a free slot: probes end) */
+	if (st->n_live >= st->opts.max_live || st->n_live + 1 >= st->live_cap) {
 		st->stats.dropped_live++;
 		goto out;
 	}

@@ -11,6 +11,9 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <poll.h>
 #include <signal.h>
@@ -394,6 +397,7 @@ static int send_msg(int fd, const void *buf, size_t len, int pass_fd, int flags)
 struct helper {
 	int fd;
 	struct pp_symbolizer *sym;
+	uint64_t churn; /* files loaded + evicted + failed as of the last trim */
 	uint8_t buf[PP_SYMISO_MAX_MSG];
 	uint8_t obuf[PP_SYMISO_MAX_MSG];
 };
@@ -640,6 +644,17 @@ static void helper_serve(struct helper *h, uint64_t cpu_seconds)
 		pp_sym_result__free(&res);
 		if (send_msg(h->fd, h->obuf, len, -1, 0) < 0)
 			return;
+		/* A file loaded (its parse's temporary memory) or evicted (its tables,
+		 * its DWARF): give the freed pages back, so the cache budget bounds
+		 * the helper's RSS and not only what it holds. A few hundred us, after
+		 * the answer; requests that load nothing do not trim. */
+		uint64_t churn = st.files_loaded + st.files_evicted + st.files_failed;
+		if (churn != h->churn) {
+			h->churn = churn;
+#ifdef __GLIBC__
+			malloc_trim(0);
+#endif
+		}
 		if (cpu_seconds && cpu_used_s() * 2 >= cpu_seconds)
 			_exit(EXIT_RECYCLE);
 	}

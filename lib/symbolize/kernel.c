@@ -6,10 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "sym-internal.h"
 #include "util/util.h"
@@ -34,14 +38,15 @@
 /*
  * Text symbols only, sorted, as 32-bit offsets from the lowest address
  * (kernel text, BPF programs and modules lie within 2 GiB of each other on
- * x86-64 and arm64) and one blob of names: 8 bytes a symbol plus its name,
- * about 4 MiB for 120,000 symbols. Loaded at the first kernel address
- * (kernel stacks come only from CPU and off-CPU windows).
+ * x86-64 and arm64), 4 bytes a symbol. Names are kept in blocks of
+ * KSYM_BLOCK consecutive symbols, each block's NUL-separated names
+ * deflated on its own (zlib): ~3 MB of names take ~0.7 MB, and a lookup
+ * inflates one block of ~2 KB. About 1.2 MB for 120,000 symbols. Loaded at
+ * the first kernel address (kernel stacks come only from CPU and off-CPU
+ * windows).
  */
-struct ksym {
-	uint32_t off; /* address - base */
-	uint32_t name; /* offset in names */
-};
+#define KSYM_BLOCK 64u
+#define KSYM_ZBITS 13 /* deflate window: 8 KiB (a block is ~2 KB) */
 
 /* a symbol while parsing, before its address is made relative */
 struct ksym_tmp {
@@ -50,11 +55,17 @@ struct ksym_tmp {
 };
 
 struct pp_ksyms {
-	struct ksym *v;
+	uint32_t *off; /* n addresses - base, sorted */
 	size_t n;
 	uint64_t base;
-	char *names;
-	size_t names_len;
+	uint32_t *blk; /* n_blk + 1 offsets into z: block i is z[blk[i]..blk[i+1]) */
+	size_t n_blk;
+	uint8_t *z;
+	size_t z_len;
+	char *raw; /* one inflated block (raw_cap bytes), the lookups' scratch */
+	size_t raw_cap;
+	z_stream inf; /* raw inflate, reset per lookup */
+	bool inf_ready;
 	uint64_t failed_at; /* last failed load (no privilege), 0 when loaded */
 };
 
@@ -116,30 +127,133 @@ static int ksyms_line(char *line, struct ksym_tmp **v, size_t *n, size_t *cap, s
 	return 0;
 }
 
-/* Sorted tmp -> k's compact table; symbols more than 4 GiB above the lowest are left out. */
+static void ksyms_clear(struct pp_ksyms *k)
+{
+	if (k->inf_ready)
+		inflateEnd(&k->inf);
+	k->inf_ready = false;
+	free(k->off);
+	free(k->blk);
+	free(k->z);
+	free(k->raw);
+	k->off = k->blk = NULL;
+	k->z = NULL;
+	k->raw = NULL;
+	k->n = k->n_blk = k->z_len = k->raw_cap = 0;
+}
+
+/* Sorted tmp -> k's compact table and deflated name blocks; symbols more
+ * than 4 GiB above the lowest are left out. */
 static int ksyms_compact(struct pp_ksyms *k, struct ksym_tmp *v, size_t n, struct pp_buf *names)
 {
+	struct pp_buf raw = { .max = KALLSYMS_MAX_BYTES }, z = { .max = KALLSYMS_MAX_BYTES };
+	size_t keep = 0, raw_cap = 1;
+	uint32_t *off = NULL, *blk = NULL;
+	int r = -ENOMEM;
+
 	qsort(v, n, sizeof(*v), ksym_cmp);
-	size_t keep = 0;
 	while (keep < n && v[keep].addr - v[0].addr <= UINT32_MAX)
 		keep++;
-	struct ksym *c = calloc(keep, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
+	size_t n_blk = (keep + KSYM_BLOCK - 1) / KSYM_BLOCK;
+	off = calloc(keep, sizeof(*off));
+	blk = calloc(n_blk + 1, sizeof(*blk));
+	if (!off || !blk)
+		goto fail;
 	for (size_t i = 0; i < keep; i++)
-		c[i] = (struct ksym){ .off = (uint32_t)(v[i].addr - v[0].addr), .name = v[i].name };
+		off[i] = (uint32_t)(v[i].addr - v[0].addr);
+	/* one raw deflate stream reset per block: compress2 would set up (and clear) 256 KiB
+	 * of state for each of ~2,000 blocks (0.6 s); a 8 KiB window is enough for ~2 KB */
+	z_stream zs = { 0 };
+	if (deflateInit2(&zs, 6, Z_DEFLATED, -KSYM_ZBITS, 3, Z_DEFAULT_STRATEGY) != Z_OK)
+		goto fail;
+	for (size_t b = 0; b < n_blk; b++) {
+		pp_buf_reset(&raw);
+		for (size_t i = b * KSYM_BLOCK; i < keep && i < (b + 1) * KSYM_BLOCK; i++) {
+			const char *nm = names->data + v[i].name;
+			r = pp_buf_append(&raw, nm, strlen(nm) + 1);
+			if (r < 0)
+				break;
+		}
+		size_t zl = r < 0 ? 0 : deflateBound(&zs, raw.len);
+		if (r == 0)
+			r = pp_buf_reserve(&z, zl);
+		if (r == 0 && deflateReset(&zs) != Z_OK)
+			r = -ENOMEM;
+		if (r == 0) {
+			zs.next_in = (Bytef *)raw.data;
+			zs.avail_in = (uInt)raw.len;
+			zs.next_out = (Bytef *)z.data + z.len;
+			zs.avail_out = (uInt)zl;
+			if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+				r = -ENOMEM;
+		}
+		if (r == 0 && z.len + (zl - zs.avail_out) > UINT32_MAX)
+			r = -E2BIG;
+		if (r < 0) {
+			deflateEnd(&zs);
+			goto fail;
+		}
+		raw_cap = PP_MAX(raw_cap, raw.len);
+		z.len += zl - zs.avail_out;
+		blk[b + 1] = (uint32_t)z.len;
+	}
+	deflateEnd(&zs);
+	char *scratch = malloc(raw_cap);
+	if (!scratch) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	/* the exact size: pp_buf grows by doubling */
-	char *nm = realloc(names->data, names->len ? names->len : 1);
-	if (nm)
-		names->data = nm;
-	free(k->v);
-	free(k->names);
-	k->v = c;
+	uint8_t *zd = realloc(z.data, z.len ? z.len : 1);
+	if (zd)
+		z.data = (char *)zd;
+	ksyms_clear(k);
+	k->off = off;
 	k->n = keep;
 	k->base = v[0].addr;
-	k->names_len = names->len;
-	k->names = pp_buf_steal(names, NULL);
+	k->blk = blk;
+	k->n_blk = n_blk;
+	k->z_len = z.len;
+	k->z = (uint8_t *)pp_buf_steal(&z, NULL);
+	k->raw = scratch;
+	k->raw_cap = raw_cap;
+	/* in place: zlib's state points back at its z_stream */
+	memset(&k->inf, 0, sizeof(k->inf));
+	k->inf_ready = inflateInit2(&k->inf, -KSYM_ZBITS) == Z_OK;
+	pp_buf_free(&raw);
 	return 0;
+fail:
+	free(off);
+	free(blk);
+	pp_buf_free(&raw);
+	pp_buf_free(&z);
+	return r;
+}
+
+/* The name of symbol i, inflated into k->raw; NULL if its block does not
+ * inflate to what was deflated. */
+static const char *ksym_name(struct pp_ksyms *k, size_t i)
+{
+	size_t b = i / KSYM_BLOCK;
+	if (!k->inf_ready || inflateReset(&k->inf) != Z_OK)
+		return NULL;
+	k->inf.next_in = k->z + k->blk[b];
+	k->inf.avail_in = k->blk[b + 1] - k->blk[b];
+	k->inf.next_out = (Bytef *)k->raw;
+	k->inf.avail_out = (uInt)k->raw_cap;
+	if (inflate(&k->inf, Z_FINISH) != Z_STREAM_END)
+		return NULL;
+	size_t rl = k->raw_cap - k->inf.avail_out;
+	const char *p = k->raw, *end = k->raw + rl;
+	for (size_t j = b * KSYM_BLOCK; j < i; j++) {
+		const char *nul = memchr(p, '\0', (size_t)(end - p));
+		if (!nul)
+			return NULL;
+		p = nul + 1;
+	}
+	if (p >= end || !memchr(p, '\0', (size_t)(end - p)))
+		return NULL;
+	return p;
 }
 
 /* Reads kallsyms line by line (no copy of the whole ~5 MiB text). -ENOENT
@@ -201,14 +315,14 @@ void pp_ksyms__free(struct pp_ksyms *k)
 {
 	if (!k)
 		return;
-	free(k->v);
-	free(k->names);
+	ksyms_clear(k);
 	free(k);
 }
 
 uint64_t pp_ksyms__bytes(const struct pp_ksyms *k)
 {
-	return k ? k->n * sizeof(struct ksym) + k->names_len : 0;
+	return k ? k->n * sizeof(*k->off) + (k->n_blk + 1) * sizeof(*k->blk) + k->z_len + k->raw_cap
+		 : 0;
 }
 
 int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result *ret)
@@ -231,6 +345,10 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 			return -ENOENT;
 		}
 		k->failed_at = 0;
+#ifdef __GLIBC__
+		/* the parse's ~6 MB of temporary arrays are free now: give them back */
+		malloc_trim(0);
+#endif
 	}
 	if (addr < k->base || addr - k->base > UINT32_MAX)
 		return -ENOENT;
@@ -239,18 +357,20 @@ int pp_ksyms__resolve(struct pp_ksyms **kp, uint64_t addr, struct pp_sym_result 
 	size_t lo = 0, hi = k->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (k->v[mid].off <= off)
+		if (k->off[mid] <= off)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0)
 		return -ENOENT;
-	const struct ksym *s = &k->v[lo - 1];
-	uint64_t end = lo < k->n ? k->v[lo].off : (uint64_t)s->off + KSYM_LAST_SPAN;
+	uint64_t end = lo < k->n ? k->off[lo] : (uint64_t)k->off[lo - 1] + KSYM_LAST_SPAN;
 	if (off >= end)
 		return -ENOENT;
-	return pp_sym__result_one(ret, k->names + s->name, true);
+	const char *name = ksym_name(k, lo - 1);
+	if (!name)
+		return -ENOENT;
+	return pp_sym__result_one(ret, name, true);
 }
 
 /* ---- perf maps ---- */

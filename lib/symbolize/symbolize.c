@@ -129,6 +129,11 @@ struct sym_file {
 	struct cu_range *cus; /* built on the first aranges miss */
 	size_t n_cus;
 	bool cus_built;
+	struct cu_range *ar; /* .debug_aranges, read by us (die: the CU's offset) */
+	size_t n_ar;
+	bool ar_built;
+	uint64_t *ar_cus; /* sorted offsets of the CUs .debug_aranges describes */
+	size_t n_ar_cus;
 	struct memo *memo; /* MEMO_SLOTS, allocated with the first DWARF lookup */
 
 	uint64_t bytes;
@@ -411,6 +416,47 @@ static bool dwarf_strings_ok(Elf *elf)
 	return true;
 }
 
+/*
+ * Debug sections libdw would load (and decompress) in dwarf_begin_elf but
+ * names, lines and inline chains never read: variable locations, call
+ * frame information, macros and the name indexes. In libc6-dbg's libc they
+ * are 1.4 MB of the 10 MB. Marked SHT_NOBITS in libelf's in-memory copy of
+ * the section headers (the file is opened read-only and never written),
+ * which dwarf_begin_elf skips as stripped; dwarf_size then leaves them out
+ * of the budget too.
+ */
+static void hide_unused_debug(Elf *elf)
+{
+	static const char *const unused[] = { "loclists", "loc",	  "frame",
+					      "macro",	  "macinfo",	  "pubnames",
+					      "pubtypes", "gnu_pubnames", "gnu_pubtypes" };
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!n)
+			continue;
+		if (!strncmp(n, ".debug_", 7))
+			n += 7;
+		else if (!strncmp(n, ".zdebug_", 8))
+			n += 8;
+		else
+			continue;
+		for (size_t i = 0; i < ARRAY_SIZE(unused); i++) {
+			if (strcmp(n, unused[i]) != 0)
+				continue;
+			sh.sh_type = SHT_NOBITS;
+			gelf_update_shdr(scn, &sh);
+			break;
+		}
+	}
+}
+
 static Elf *elf_open(int fd)
 {
 	pthread_once(&elf_once, elf_init);
@@ -421,6 +467,7 @@ static Elf *elf_open(int fd)
 		elf_end(elf);
 		return NULL;
 	}
+	hide_unused_debug(elf);
 	return elf;
 }
 
@@ -839,7 +886,14 @@ static int cu_range_cmp(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Own CU table for files without .debug_aranges (clang, some linkers). */
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Own CU table for files without .debug_aranges (clang, some linkers), or
+ * for the CUs it leaves out. */
 static void build_cu_table(struct sym_file *f)
 {
 	Dwarf_Off off = 0, next;
@@ -849,7 +903,10 @@ static void build_cu_table(struct sym_file *f)
 	f->cus_built = true;
 	while (dwarf_nextcu(f->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cu;
-		if (dwarf_offdie(f->dw, off + hsize, &cu)) {
+		/* a CU .debug_aranges describes is not set up again (libdw keeps ~1 KB a CU) */
+		bool described = f->n_ar_cus &&
+				 bsearch(&off, f->ar_cus, f->n_ar_cus, sizeof(*f->ar_cus), u64_cmp);
+		if (!described && dwarf_offdie(f->dw, off + hsize, &cu)) {
 			Dwarf_Addr base, lo, hi;
 			ptrdiff_t it = 0;
 			while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
@@ -872,10 +929,125 @@ done:
 	f->bytes += n * sizeof(*v);
 }
 
+static uint64_t rd_u(const uint8_t *p, size_t n)
+{
+	uint32_t v4;
+	uint64_t v8;
+	if (n == 4) {
+		memcpy(&v4, p, 4);
+		return v4;
+	}
+	memcpy(&v8, p, 8);
+	return v8;
+}
+
+/*
+ * .debug_aranges read by us (version 2 sets, no segment selectors, the
+ * host's byte order) into f->ar. dwarf_addrdie would have libdw set up
+ * every CU of the file to answer its first address (~1 KB a CU: 2.2 MB for
+ * libc6-dbg's libc); a lookup here sets up only the CU it finds.
+ */
+static void build_aranges(struct sym_file *f)
+{
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	struct cu_range *v = NULL;
+	size_t n = 0, cap = 0;
+
+	f->ar_built = true;
+	Elf_Scn *scn = find_section(f->dw_elf, ".debug_aranges", &sh);
+	if (!scn)
+		scn = find_section(f->dw_elf, ".zdebug_aranges", &sh);
+	if (!scn || sh.sh_type == SHT_NOBITS || (sh.sh_flags & SHF_COMPRESSED) ||
+	    !gelf_getehdr(f->dw_elf, &eh) ||
+	    eh.e_ident[EI_DATA] !=
+		    (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
+		return;
+	Elf_Data *d = elf_getdata(scn, NULL); /* decompressed by dwarf_begin_elf */
+	if (!d || !d->d_buf)
+		return;
+	const uint8_t *p = d->d_buf, *end = p + d->d_size;
+	uint64_t *cus = NULL;
+	size_t n_cus = 0, cap_cus = 0;
+	if (d->d_size >= 4 && !memcmp(p, "ZLIB", 4))
+		return; /* still compressed: leave it to libdw */
+	while (end - p >= 4) {
+		const uint8_t *set = p, *body;
+		uint64_t len = rd_u(p, 4);
+		size_t osz = 4;
+		if (len == 0xffffffffu) {
+			if (end - p < 12)
+				break;
+			len = rd_u(p + 4, 8);
+			osz = 8;
+			body = p + 12;
+		} else if (len >= 0xfffffff0u) {
+			break;
+		} else {
+			body = p + 4;
+		}
+		if (len > (uint64_t)(end - body) || len < 2 + osz + 2)
+			break;
+		const uint8_t *send = body + len;
+		p = send;
+		uint64_t ver = rd_u(body, 4) & 0xffff;
+		uint64_t cu_off = rd_u(body + 2, osz);
+		size_t asz = body[2 + osz], ssz = body[3 + osz];
+		if (ver != 2 || (asz != 4 && asz != 8) || ssz != 0)
+			continue;
+		if (n_cus < MAX_CU_RANGES &&
+		    pp_grow(&cus, &cap_cus, n_cus + 1, sizeof(*cus), 256) == 0)
+			cus[n_cus++] = cu_off;
+		size_t tup = 2 * asz, hdr = (size_t)(body + 4 + osz - set);
+		const uint8_t *t = set + (hdr + tup - 1) / tup * tup;
+		while (t <= send && (size_t)(send - t) >= tup) {
+			uint64_t a = rd_u(t, asz), l = rd_u(t + asz, asz);
+			t += tup;
+			if (!a && !l)
+				break;
+			if (!l || a + l < a)
+				continue;
+			if (n >= MAX_CU_RANGES || pp_grow(&v, &cap, n + 1, sizeof(*v), 256) < 0)
+				goto done;
+			v[n++] = (struct cu_range){ a, a + l, cu_off };
+		}
+	}
+done:
+	if (n)
+		qsort(v, n, sizeof(*v), cu_range_cmp);
+	f->ar = v;
+	f->n_ar = n;
+	if (n_cus)
+		qsort(cus, n_cus, sizeof(*cus), u64_cmp);
+	f->ar_cus = cus;
+	f->n_ar_cus = n_cus;
+	f->bytes += n * sizeof(*v) + n_cus * sizeof(*cus);
+}
+
+/* The CU whose header is at off: its DIE. */
+static bool cu_die_at(struct sym_file *f, Dwarf_Off off, Dwarf_Die *ret)
+{
+	Dwarf_Off next;
+	size_t hsize;
+	if (dwarf_next_unit(f->dw, off, &next, &hsize, NULL, NULL, NULL, NULL, NULL, NULL) != 0)
+		return false;
+	return dwarf_offdie(f->dw, off + hsize, ret) != NULL;
+}
+
 static bool cu_for_addr(struct sym_file *f, uint64_t vaddr, Dwarf_Die *ret)
 {
-	if (dwarf_addrdie(f->dw, vaddr, ret))
+	if (!f->ar_built)
+		build_aranges(f);
+	if (f->n_ar) {
+		size_t lo = PP_UPPER_BOUND(f->ar, f->n_ar, lo, vaddr);
+		for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
+			const struct cu_range *c = &f->ar[i - 1];
+			if (vaddr >= c->lo && vaddr < c->hi)
+				return cu_die_at(f, c->die, ret);
+		}
+	} else if (dwarf_addrdie(f->dw, vaddr, ret)) {
 		return true;
+	}
 	if (!f->cus_built)
 		build_cu_table(f);
 	size_t lo = PP_UPPER_BOUND(f->cus, f->n_cus, lo, vaddr);
@@ -1024,6 +1196,8 @@ static void file_free(struct sym_file *f)
 	free(f->syms);
 	free(f->names);
 	free(f->cus);
+	free(f->ar);
+	free(f->ar_cus);
 	free(f->plt_names);
 	free(f->plt_name);
 	if (f->memo) {

@@ -274,6 +274,49 @@ static void test_heap_scaling(void **state)
 	pp_store__free(st);
 }
 
+/*
+ * The live table starts small and doubles at half full: 5,000 live objects
+ * in two processes (past several doublings), every one of them found by its
+ * free; one process exiting takes only its own; past max_live, drops are
+ * counted and nothing is lost of what was kept.
+ */
+static void test_live_table_grows(void **state)
+{
+	const uint64_t n = 5000;
+	struct pp_store *st = new_store((struct pp_store_opts){ .max_live = 6000 });
+	add_proc(st, PID_BASE + 1, 1);
+	add_proc(st, PID_BASE + 2, 1);
+	uint64_t pcs[2] = { 0x401000, 0x402001 };
+	for (uint64_t i = 0; i < n; i++)
+		for (int p = 1; p <= 2; p++)
+			assert_int_equal(pp_store__heap_alloc(st, PID_BASE + p, 0, pcs, 2,
+							      0x7f0000000000ull + i * 48, 100 * p),
+					 0);
+	assert_int_equal(stats(st).live_entries, 6000);
+	assert_int_equal(stats(st).dropped_live, 2 * n - 6000);
+	/* frees of the first 1,000 of process 1 (all kept), then of process 2's */
+	for (uint64_t i = 0; i < 1000; i++)
+		assert_int_equal(pp_store__heap_free(st, PID_BASE + 1, 0x7f0000000000ull + i * 48),
+				 0);
+	assert_int_equal(stats(st).live_entries, 5000);
+	struct pp_store_heap_stats hs2;
+	assert_int_equal(pp_store__heap_stats(st, PID_BASE + 2, &hs2), 0);
+	pp_store__process_exit(st, PID_BASE + 1);
+	struct pp_store_heap_stats hs2b;
+	assert_int_equal(pp_store__heap_stats(st, PID_BASE + 2, &hs2b), 0);
+	assert_int_equal(hs2b.inuse_objects, hs2.inuse_objects);
+	uint64_t left = stats(st).live_entries;
+	assert_true(left > 0 && left < 5000);
+	/* process 2's kept objects are all found after the shrink */
+	uint64_t freed = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (pp_store__heap_free(st, PID_BASE + 2, 0x7f0000000000ull + i * 48) == 0)
+			freed++;
+	assert_int_equal(freed, left);
+	assert_int_equal(stats(st).live_entries, 0);
+	pp_store__free(st);
+}
+
 static void wait_linger(void)
 {
 	usleep(20000); /* linger_ns is 1 ms in these tests */
@@ -545,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_symbolized_by_worker),
 		cmocka_unit_test(test_deltas),
 		cmocka_unit_test(test_heap_scaling),
+		cmocka_unit_test(test_live_table_grows),
 		cmocka_unit_test(test_exited_released_after_window),
 		cmocka_unit_test(test_snapshot_survives_slot_reuse),
 		cmocka_unit_test(test_caps_count_current),

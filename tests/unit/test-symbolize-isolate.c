@@ -224,6 +224,79 @@ static void t_helper_resolves(void **state)
 	pp_symiso__free(s);
 }
 
+/* Names of addrs through a helper with the given cache budget; *ret_st its counters. */
+static void names_through(uint64_t cache_bytes, bool no_dwarf, const uint64_t *addrs, size_t n,
+			  int rounds, char **ret_names, struct pp_symiso_stats *ret_st)
+{
+	struct pp_maps maps = { 0 };
+	struct pp_symiso_opts o = { .memory_mib = 256,
+				    .cpu_seconds = 60,
+				    .timeout_ms = 30000,
+				    .cache_bytes = cache_bytes,
+				    .no_dwarf = no_dwarf };
+	struct pp_symiso *s = pp_symiso__new(&o);
+	assert_non_null(s);
+	assert_int_equal(pp_maps__read(getpid(), &maps), 0);
+	for (int r = 0; r < rounds; r++) {
+		for (size_t i = 0; i < n; i++) {
+			struct pp_sym_result res = { 0 };
+			const struct pp_map *m = pp_maps__find(&maps, addrs[i]);
+			assert_non_null(m);
+			assert_int_equal(
+				pp_symiso__resolve(s, getpid(), m, NULL, 0, addrs[i], &res), 0);
+			assert_true(res.n >= 1 && res.has_function);
+			const char *got = res.frames[res.n - 1].function;
+			if (r == 0)
+				ret_names[i] = strdup(got);
+			else
+				assert_string_equal(got, ret_names[i]);
+			pp_sym_result__free(&res);
+		}
+	}
+	pp_symiso__check(s);
+	pp_symiso__stats(s, ret_st);
+	pp_maps__free(&maps);
+	pp_symiso__free(s);
+}
+
+/*
+ * The helper's cache budget (limits.symbol_cache_bytes): with a budget too
+ * small for any file, each request alternating between our binary and libc
+ * loads its file and evicts the other (and gives the pages back); the names
+ * are the same as with the default budget, which loads each file once. (A
+ * budget under twice a file's DWARF leaves that file symbols only, so both
+ * helpers run without DWARF here.)
+ */
+static void t_helper_cache_budget(void **state)
+{
+	const uint64_t addrs[] = { (uint64_t)(uintptr_t)&pp_test_isolated_target,
+				   (uint64_t)(uintptr_t)&getpid, (uint64_t)(uintptr_t)&qsort };
+	const size_t n = sizeof(addrs) / sizeof(addrs[0]);
+	char *big[3] = { 0 }, *tiny[3] = { 0 };
+	struct pp_symiso_stats st;
+
+	assert_int_equal(pp_test_isolated_target(2), 7);
+	names_through(0, true, addrs, n, 3, big, &st);
+	assert_string_equal(big[0], "pp_test_isolated_target");
+	assert_int_equal(st.crashes, 0);
+	assert_int_equal(st.sym.files_evicted, 0);
+	uint64_t loaded_big = st.sym.files_loaded;
+	assert_true(loaded_big >= 2 && loaded_big <= n);
+
+	names_through(1, true, addrs, n, 3, tiny, &st);
+	assert_int_equal(st.crashes, 0);
+	assert_int_equal(st.restarts, 0);
+	/* every request after the first loads a file again and evicts the one before */
+	assert_true(st.sym.files_loaded >= 3 * n - 1);
+	assert_true(st.sym.files_evicted >= 3 * n - 2);
+	assert_int_equal(st.sym.cache_bytes, 0); /* nothing in use, nothing kept */
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(tiny[i], big[i]);
+		free(big[i]);
+		free(tiny[i]);
+	}
+}
+
 /* JIT code through the helper: our own perf map, its fd passed by podprof's side. */
 static void t_helper_perf_map(void **state)
 {
@@ -306,7 +379,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(t_roundtrip),		 cmocka_unit_test(t_bounds),
 		cmocka_unit_test(t_bad_input),		 cmocka_unit_test(t_helper_resolves),
 		cmocka_unit_test(t_helper_perf_map),	 cmocka_unit_test(t_helper_garbage),
-		cmocka_unit_test(t_helper_cannot_start),
+		cmocka_unit_test(t_helper_cannot_start), cmocka_unit_test(t_helper_cache_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
