@@ -394,10 +394,12 @@ def run(tests):
     """Runs test functions; prints a line each; exits with the suite's status."""
     failed = 0
     skipped = 0
+    ran = 0
     only = os.environ.get("PP_TEST_ONLY")
     for t in tests:
         if only and only not in t.__name__:
             continue
+        ran += 1
         t0 = time.time()
         try:
             t()
@@ -415,8 +417,9 @@ def run(tests):
                 except Exception:
                     pass
             _children.clear()
-    log("%d passed, %d failed, %d skipped" % (len(tests) - failed - skipped, failed, skipped))
-    if failed:
+    # only what ran: a PP_TEST_ONLY filter that matches nothing says 0 passed
+    log("%d passed, %d failed, %d skipped" % (ran - failed - skipped, failed, skipped))
+    if failed or not ran:
         sys.exit(1)
     if skipped == len(tests):
         sys.exit(77)
