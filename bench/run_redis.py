@@ -129,6 +129,12 @@ def run_podprof(rs, port, extra, n_full, n_short, cpu_window=0, settings=(), sho
     def d(k):
         return m1.get(k, 0) - m0.get(k, 0)
 
+    def dsum(prefix, label):
+        return sum(m1[k] - m0.get(k, 0) for k in m1 if k.startswith(prefix) and label in k)
+
+    ring = dsum("podprof_heap_agent_samples_total", 'path="ring"')
+    kern = dsum("podprof_heap_agent_samples_total", 'path="kernel"')
+    r.update({"ring_share": ring / (ring + kern) if ring + kern else None})
     r.update({"events": d("podprof_heap_events_total"),
               "prof_cpu": d("podprof_process_cpu_seconds_total"),
               "rss": m1.get("podprof_process_resident_memory_bytes", 0),
@@ -256,23 +262,27 @@ def main():
                   "%d (uprobe)\n" % (TESTS, " ".join(extra), n_plain, n_prof))
             print("| configuration | req/s (median) | throughput ratio (range) | redis CPU per "
                   "request | redis CPU ratio, unprofiled/this (range) | heap events "
-                  "per request | podprof CPU per request | podprof RSS | warm-up CPU |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "per request | podprof CPU per request | podprof RSS | warm-up CPU "
+                  "| samples through the agent's ring |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for name, _ in configs:
                 rr = res[name]
                 ratios = [x["ratio"] for x in rr]
                 cratios = [x["cpu_ratio"] for x in rr]
                 rcpu = "%.2f us" % (median(x["redis_cpu"] / x["n"] for x in rr) * 1e6)
-                ev = cpu = rss = warm = ""
+                ev = cpu = rss = warm = share = ""
+                shares = [x["ring_share"] for x in rr if x.get("ring_share") is not None]
+                if shares:
+                    share = "%.1f%%" % (100 * median(shares))
                 if any("events" in x for x in rr):
                     ev = "%.3f" % median(x["events"] / x["n"] for x in rr)
                     cpu = "%.2f us" % (median(x["prof_cpu"] / x["n"] for x in rr) * 1e6)
                     rss = "%.1f MiB" % (median(x["rss"] for x in rr) / 1048576)
                     warm = "%.2f s" % median(x["warm_cpu"] for x in rr)
-                print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %.4f (%.3f-%.3f) | %s | %s | %s | %s |" %
+                print("| %s | %.0f | %.4f (%.3f-%.3f) | %s | %.4f (%.3f-%.3f) | %s | %s | %s | %s | %s |" %
                       (name, median(x["rps"] for x in rr), median(ratios), min(ratios),
                        max(ratios), rcpu, median(cratios), min(cratios), max(cratios), ev, cpu,
-                       rss, warm))
+                       rss, warm, share))
         if not os.environ.get("HEAP_MODES"):
             breakdown(rs, port, WORKLOADS[0][1], WORKLOADS[0][3])
         print("\nloadavg after: %s" % loadavg())

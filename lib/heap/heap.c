@@ -51,6 +51,9 @@ _Static_assert(HEAP_NREGS == PP_NREGS, "register count");
 #define COST_NS_SINGLESTEP 15800.0
 #define COST_NS_AGENT 3.0 /* per call through the injected agent (bench/BENCHMARKS.md) */
 #define COST_NS_SAMPLE 5000.0 /* per sampled allocation: uprobe + stack copy */
+#define COST_NS_RING_SAMPLE \
+	300.0 /* per sampled allocation in the agent's ring (bench/agentbench) */
+#define RING_THREADS 4096 /* the agent's thread slots (agent-abi.h PP_AGENT_THREAD_BITS) */
 #define TICK_NS 1000000000ull
 
 enum session_state { SESSION_UNKNOWN = 0, SESSION_YES, SESSION_NO };
@@ -80,6 +83,14 @@ struct heap_proc {
 	bool session, paused, over_budget, exited;
 	double pause_overhead; /* p->overhead when the pause was decided */
 	struct pp_inject *inj; /* injected agent, NULL on the uprobe path */
+	/* The agent's ring, read by the poll thread without p->op (it holds a
+	 * reference); the fields after it are the poll thread's. Freed with p. */
+	struct pp_inject_ring *ring;
+	pid_t *ring_tids; /* agent thread slot -> tid, from the thread's kernel-path sample */
+	uint32_t *ring_tried; /* agent thread slot -> second of the last stack-range lookup */
+	uint32_t ring_copy; /* stack copy size last given to the agent */
+	uint64_t ring_allocs; /* ALLOC records taken (read racily by stats and tick) */
+	uint64_t ring_sampled_last;
 	int agent_fds[2]; /* uprobe_multi links on the agent, -1 if none */
 	char mode_reason[160];
 	uint64_t agent_sampled_last;
@@ -123,6 +134,7 @@ struct pp_heap_tracer {
 	struct stack_fit fit[HEAP_MAX_PROCS];
 	enum session_state session;
 	bool agent_multi; /* agent programs loaded as uprobe_multi */
+	bool ring_busy; /* the last poll took records from an agent's ring (poll thread) */
 	char attach_reason[160]; /* why the last attach in heap.mode inject failed */
 	char session_reason[160];
 	uint64_t events, attach_errors, last_tick_ns;
@@ -301,6 +313,38 @@ static void stack_fit_update(struct pp_heap_tracer *t, uint32_t tag, size_t copi
 		__atomic_store_n(&f->copy, want, __ATOMIC_RELAXED);
 }
 
+static struct heap_proc *proc_get(struct pp_heap_tracer *t, pid_t pid);
+static void proc_put(struct pp_heap_tracer *t, struct heap_proc *p);
+
+/* A kernel-path sample from an injected process carries the agent's slot
+ * of its thread (r8): give that slot the thread's stack range, so that its
+ * next samples go into the ring. Once per thread, then at most once a
+ * second (a thread sampled on another stack, or a main stack grown down). */
+static void ring_discover(struct pp_heap_tracer *t, pid_t pid, pid_t tid, uint64_t slot_addr,
+			  uint64_t sp)
+{
+	struct heap_proc *p = proc_get(t, pid);
+	uint32_t now_s = (uint32_t)(pp_now_mono_ns() / 1000000000ull) + 1;
+	int idx;
+
+	if (!p)
+		return;
+	idx = p->ring ? pp_inject__thread_index(p->ring, slot_addr) : -1;
+	if (idx >= 0 && idx < RING_THREADS &&
+	    (p->ring_tids[idx] != tid || now_s != p->ring_tried[idx])) {
+		int r;
+
+		p->ring_tried[idx] = now_s;
+		r = pp_inject__thread_stack(p->ring, slot_addr, sp, tid, NULL);
+		if (r == 0)
+			p->ring_tids[idx] = tid;
+		else
+			pp_dbg("heap: pid %d: thread %d: no stack range for sp %#llx: %s", (int)pid,
+			       (int)tid, (unsigned long long)sp, strerror(-r));
+	}
+	proc_put(t, p);
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct pp_heap_tracer *t = ctx;
@@ -336,6 +380,8 @@ static int on_record(void *ctx, void *data, size_t size)
 		ev.stack = a->stack;
 		ev.stack_len = a->stack_len;
 		ev.use = &use;
+		if (a->regs[8] && a->regs_valid)
+			ring_discover(t, ev.pid, ev.tid, a->regs[8], a->regs[7]);
 	} else if (h->type == HEAP_EV_FREE) {
 		ev.type = PP_HEAP_FREE;
 	} else {
@@ -560,6 +606,9 @@ static void proc_release(struct heap_proc *p)
 {
 	pp_inject__detach(p->inj);
 	p->inj = NULL;
+	pp_inject__ring_close(p->ring);
+	free(p->ring_tids);
+	free(p->ring_tried);
 	release_links(p);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
@@ -671,6 +720,19 @@ static int attach_inject(struct pp_heap_tracer *t, struct heap_proc *p)
 			 "cannot probe the agent (%s); injection failed", strerror(-r));
 		goto fail;
 	}
+	/* The ring: without it every sample takes the kernel path (slower,
+	 * as complete). */
+	p->ring_tids = calloc(RING_THREADS, sizeof(*p->ring_tids));
+	p->ring_tried = calloc(RING_THREADS, sizeof(*p->ring_tried));
+	if (p->ring_tids && p->ring_tried) {
+		int e = 0;
+
+		p->ring = pp_inject__ring_open(p->inj, stack_full(t), &e);
+		if (!p->ring)
+			pp_warn("heap: pid %d: the agent's ring cannot be read (%s): every sample "
+				"takes the uprobe",
+				(int)p->pid, strerror(-e));
+	}
 	r = pp_inject__patch(p->inj);
 	if (r < 0) {
 		snprintf(p->mode_reason, sizeof(p->mode_reason),
@@ -681,6 +743,8 @@ static int attach_inject(struct pp_heap_tracer *t, struct heap_proc *p)
 	return 0;
 fail:
 	release_links(p);
+	pp_inject__ring_close(p->ring);
+	p->ring = NULL;
 	pp_inject__unload(p->inj); /* nothing redirected: leave no trace */
 	p->inj = NULL;
 	return r;
@@ -848,10 +912,15 @@ static void tick_one(struct pp_heap_tracer *t, struct heap_proc *p, uint64_t now
 	double cost = p->session ? COST_NS_SESSION : COST_NS_CLASSIC;
 	if (p->inj) {
 		/* Agent: a few ns per call, the probe only per sample. */
+		uint64_t ring = __atomic_load_n(&p->ring_allocs, __ATOMIC_RELAXED);
 		double srate = (double)(c.sampled - p->agent_sampled_last) / dt;
+		double rrate = (double)(ring - p->ring_sampled_last) / dt;
 
 		p->agent_sampled_last = c.sampled;
-		p->overhead = (p->rate * COST_NS_AGENT + srate * COST_NS_SAMPLE) * 1e-9 * 100.0;
+		p->ring_sampled_last = ring;
+		p->overhead = (p->rate * COST_NS_AGENT + srate * COST_NS_SAMPLE +
+			       rrate * COST_NS_RING_SAMPLE) *
+			      1e-9 * 100.0;
 		p->over_budget = p->overhead > t->opts.budget_percent;
 		return;
 	}
@@ -945,6 +1014,98 @@ static void drain_lost_frees(struct pp_heap_tracer *t)
 	}
 }
 
+struct ring_ctx {
+	struct pp_heap_tracer *t;
+	struct heap_proc *p;
+};
+
+static void on_ring_record(void *ctx, const struct pp_inject_rec *rec)
+{
+	struct ring_ctx *c = ctx;
+	struct heap_proc *p = c->p;
+	struct pp_heap_tracer *t = c->t;
+	struct pp_heap_event ev = { 0 };
+	struct pp_heap_stack_use use = { 0 };
+
+	ev.pid = p->pid;
+	ev.tid = p->pid;
+	ev.addr = rec->addr;
+	ev.time_ns = pp_now_mono_ns();
+	if (rec->alloc) {
+		if (rec->thread < RING_THREADS && p->ring_tids[rec->thread])
+			ev.tid = p->ring_tids[rec->thread];
+		ev.type = PP_HEAP_ALLOC;
+		ev.size = rec->size;
+		ev.regs_valid = true;
+		ev.regs.r[0] = rec->addr; /* DWARF numbering, as the BPF side fills it */
+		ev.regs.r[3] = rec->regs[PP_INJECT_RBX];
+		ev.regs.r[6] = rec->regs[PP_INJECT_RBP];
+		ev.regs.r[7] = rec->regs[PP_INJECT_SP];
+		ev.regs.r[12] = rec->regs[PP_INJECT_R12];
+		ev.regs.r[13] = rec->regs[PP_INJECT_R13];
+		ev.regs.r[14] = rec->regs[PP_INJECT_R14];
+		ev.regs.r[15] = rec->regs[PP_INJECT_R15];
+		ev.regs.r[16] = rec->regs[PP_INJECT_IP];
+		ev.stack = rec->stack;
+		ev.stack_len = rec->stack_len;
+		ev.use = &use;
+		__atomic_store_n(&p->ring_allocs, p->ring_allocs + 1, __ATOMIC_RELAXED);
+	} else {
+		ev.type = PP_HEAP_FREE;
+	}
+	__atomic_store_n(&t->events, t->events + 1, __ATOMIC_RELAXED); /* one writer */
+	t->fn(t->ctx, &ev);
+	if (use.unwound)
+		stack_fit_update(t, p->slot | (p->gen & 0xff) << 24, ev.stack_len, &use);
+}
+
+/*
+ * The injected agents' rings, before the BPF ring buffer: a block's FREE
+ * goes the way its ALLOC went, so per block the order holds either way;
+ * between the two ways, the ring's records are older than the kernel
+ * path's taken at the same poll when the ring was full. Each process is
+ * read without its op lock (a reference keeps its ring), so a slow
+ * injection or /metrics never holds the samples up, nor they it.
+ */
+static uint64_t drain_rings(struct pp_heap_tracer *t)
+{
+	struct heap_proc *list[HEAP_MAX_PROCS];
+	uint64_t got = 0;
+	size_t n = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < HEAP_MAX_PROCS; i++) {
+		struct heap_proc *p = t->procs[i];
+
+		if (p && p->ring && !p->attaching && !p->removed) {
+			p->refs++;
+			list[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	for (size_t k = 0; k < n; k++) {
+		struct heap_proc *p = list[k];
+		struct ring_ctx c = { t, p };
+		const struct stack_fit *f = &t->fit[p->slot];
+		uint32_t want = stack_full(t);
+
+		ssize_t r = pp_inject__ring_drain(p->ring, on_ring_record, &c);
+
+		got += r > 0 ? (uint64_t)r : 0;
+		if (f->tag == (p->slot | (p->gen & 0xff) << 24) && f->copy)
+			want = f->copy;
+		if (want != p->ring_copy && pp_inject__ring_copy(p->ring, want) == 0)
+			p->ring_copy = want;
+		proc_put(t, p);
+	}
+	return got;
+}
+
+/* While the agents' rings bring records, they are read every RING_POLL_MS
+ * (nothing wakes podprof for them; at 2 MiB a ring holds ~500 samples of
+ * 4 KiB stacks), else at the caller's timeout. */
+#define RING_POLL_MS 10
+
 int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 {
 	uint64_t before, now;
@@ -955,7 +1116,10 @@ int pp_heap_tracer__poll(struct pp_heap_tracer *t, int timeout_ms)
 	before = t->events;
 	/* Wakeups happen only when the buffer is half full: wait for one or
 	 * for the timeout, then drain whatever is there. */
+	if (t->ring_busy && timeout_ms > RING_POLL_MS)
+		timeout_ms = RING_POLL_MS;
 	r = pp_ringbuf__poll(t->rb, timeout_ms > 0 ? timeout_ms : 0);
+	t->ring_busy = drain_rings(t) > 0;
 	r2 = pp_ringbuf__consume(t->rb);
 	if (r < 0 && r != -EINTR)
 		return r;
@@ -1010,10 +1174,17 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 		ret->stack_copy_bytes = copy ? copy : stack_full(t);
 		ret->stack_short = mine ? __atomic_load_n(&f->shorts, __ATOMIC_RELAXED) : 0;
 	}
+	if (p->ring) {
+		ret->ring_samples = __atomic_load_n(&p->ring_allocs, __ATOMIC_RELAXED);
+		ret->sampled += ret->ring_samples;
+		pp_inject__ring_stats(p->ring, &(uint64_t){ 0 }, &ret->ring_skipped);
+	}
 	if (p->inj) {
 		struct pp_inject_stats is;
 
 		if (pp_inject__stats(p->inj, &is) == 0) {
+			ret->ring_full = is.ring_full;
+			ret->ring_nostack = is.ring_nostack;
 			ret->mallocs = is.calls;
 			ret->frees = is.frees;
 			ret->alloc_bytes = is.bytes;

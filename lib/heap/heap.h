@@ -100,6 +100,11 @@ struct pp_heap_proc_stats {
 	char coverage[256]; /* slots per module, "app:3 libstdc++.so.6:2" */
 	unsigned stack_copy_bytes; /* stack copied per sampled allocation now */
 	uint64_t stack_short; /* samples whose copy was too short (stack truncated) */
+	/* The agent's in-process ring (injected processes): */
+	uint64_t ring_samples; /* sampled allocations recorded in the process (in sampled too) */
+	uint64_t ring_full; /* sampled allocations sent to the uprobe instead: ring full */
+	uint64_t ring_nostack; /* ... instead: the thread's stack range not known yet */
+	uint64_t ring_skipped; /* times unreadable ring contents were skipped */
 };
 int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_heap_proc_stats *ret);
 

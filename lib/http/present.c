@@ -149,6 +149,51 @@ static void metrics_heap(const struct pp_metrics *m, struct pp_buf *o)
 			pp_buf_printf(o, "podprof_heap_stack_short_total{pid=\"%d\"} %" PRIu64 "\n",
 				      t->pid, t->heap.stack_short);
 	}
+	pp_buf_printf(o, "# HELP podprof_heap_agent_samples_total Sampled allocations of an "
+			 "injected agent, by the way they reached podprof: ring (recorded in the "
+			 "process) or kernel (the uprobe on the agent's notification point).\n"
+			 "# TYPE podprof_heap_agent_samples_total counter\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		const char *name = "podprof_heap_agent_samples_total";
+		uint64_t kernel;
+
+		if (!t->have_heap || !t->heap.injected)
+			continue;
+		kernel = t->heap.sampled - PP_MIN(t->heap.sampled, t->heap.ring_samples);
+		pp_buf_printf(o, "%s{pid=\"%d\",path=\"ring\"} %" PRIu64 "\n", name, t->pid,
+			      t->heap.ring_samples);
+		pp_buf_printf(o, "%s{pid=\"%d\",path=\"kernel\"} %" PRIu64 "\n", name, t->pid,
+			      kernel);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_agent_kernel_path_total Sampled allocations the "
+			 "agent sent to the kernel path instead of its ring: ring_full (podprof "
+			 "behind), stack_unknown (a thread's first sample, or a stack other than "
+			 "its own).\n"
+			 "# TYPE podprof_heap_agent_kernel_path_total counter\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		const char *name = "podprof_heap_agent_kernel_path_total";
+
+		if (!t->have_heap || !t->heap.injected)
+			continue;
+		pp_buf_printf(o, "%s{pid=\"%d\",reason=\"ring_full\"} %" PRIu64 "\n", name, t->pid,
+			      t->heap.ring_full);
+		pp_buf_printf(o, "%s{pid=\"%d\",reason=\"stack_unknown\"} %" PRIu64 "\n", name,
+			      t->pid, t->heap.ring_nostack);
+	}
+	pp_buf_printf(o, "# HELP podprof_heap_agent_ring_skipped_total Times podprof skipped the "
+			 "contents of an agent's ring it could not read as records (a record left "
+			 "incomplete over 1 s, or malformed); their samples are lost.\n"
+			 "# TYPE podprof_heap_agent_ring_skipped_total counter\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap && t->heap.injected)
+			pp_buf_printf(o,
+				      "podprof_heap_agent_ring_skipped_total{pid=\"%d\"} %" PRIu64
+				      "\n",
+				      t->pid, t->heap.ring_skipped);
+	}
 }
 
 static void metrics_collectors(const struct pp_metrics *m, struct pp_buf *o)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define PP_AGENT_MAGIC 0x31544e4741505050ull /* "PPPAGNT1" */
-#define PP_AGENT_VERSION 3u
+#define PP_AGENT_VERSION 4u
 #define PP_AGENT_MEMFD_NAME "podprof-agent"
 
 /* Entry points the agent wraps (GOT slots it can take over). */
@@ -79,6 +79,8 @@ struct pp_agent_hdr {
 #define PP_AGENT_FILTER_BITS 16 /* counting filter of sampled addresses */
 #define PP_AGENT_SET_BITS 16 /* exact set of sampled addresses */
 #define PP_AGENT_SET_PROBES 32
+#define PP_AGENT_RING_BITS 21 /* in-process ring of sampled events: 2 MiB */
+#define PP_AGENT_RING_SIZE (1ull << PP_AGENT_RING_BITS)
 
 struct pp_agent_thread {
 	uint64_t key; /* thread pointer (%fs:0), 0 = free slot */
@@ -87,7 +89,10 @@ struct pp_agent_thread {
 	uint64_t calls; /* allocation calls seen */
 	uint64_t bytes; /* bytes requested */
 	uint64_t frees; /* free-family and realloc calls with a non-NULL pointer */
-	uint64_t pad[2];
+	/* Written by podprof: the thread's stack mapping [stack_lo, stack_hi)
+	 * (0: unknown). A sample whose stack pointer is inside is copied in the
+	 * process, up to stack_hi, which is never beyond the mapping. */
+	uint64_t stack_lo, stack_hi;
 };
 
 /* At data_off. podprof writes sample_rate, real[], seed and exp_table
@@ -98,12 +103,80 @@ struct pp_agent_data {
 	uint64_t seed;
 	uint64_t real[PP_AG_NFN]; /* where each wrapper forwards */
 	uint64_t set_full; /* samples dropped: exact set full */
-	uint64_t pad[7];
+	/* In-process ring (see struct pp_agent_rec), podprof's side: */
+	uint64_t ring_on; /* podprof reads the ring: record samples in it */
+	uint64_t ring_copy; /* stack bytes to copy per sample (0: none, kernel path) */
+	uint64_t pad[5];
+	/* the agent's side, one line for the positions, one for counters */
+	uint64_t ring_claimed __attribute__((aligned(64))); /* head + owed FREE records */
+	uint64_t ring_head; /* bytes reserved */
+	uint64_t pad2[6];
+	uint64_t ring_tail __attribute__((aligned(64))); /* bytes consumed (written by podprof) */
+	uint64_t pad3[7];
+	uint64_t ring_full __attribute__((aligned(64))); /* samples sent to the kernel: ring full */
+	uint64_t ring_nostack; /* samples sent to the kernel: stack range unknown */
+	uint64_t pad4[6];
 	uint32_t exp_table[PP_AGENT_EXP_TABLE];
 	struct pp_agent_thread overflow; /* shared by threads beyond the table */
 	struct pp_agent_thread threads[1u << PP_AGENT_THREAD_BITS];
 	uint16_t filter[1u << PP_AGENT_FILTER_BITS];
 	uint64_t set[1u << PP_AGENT_SET_BITS]; /* 0 empty, 1 deleted */
+	uint8_t set_ring[1u << PP_AGENT_SET_BITS]; /* 1: that entry's ALLOC went into the ring */
+	uint64_t ring[PP_AGENT_RING_SIZE / 8] __attribute__((aligned(4096)));
 };
+
+/*
+ * The ring: many writers (the target's threads), one reader (podprof,
+ * through /proc/PID/mem). Positions are byte counts that only grow; a
+ * record at position pos starts at ring[(pos / 8) % words] and may wrap
+ * (every record is a multiple of 8 bytes). A writer reserves with
+ * ring_head, fills the record, and stores its position in the first word
+ * last (release): podprof takes records in order while that word matches
+ * and writes ring_tail back.
+ *
+ * Every sampled block whose ALLOC went into the ring sends its FREE there
+ * too (set_ring), so a FREE never overtakes its ALLOC. Room for that FREE
+ * is set aside when the ALLOC is reserved: ring_claimed counts the bytes
+ * reserved plus one FREE record per block still owed, and an ALLOC is
+ * reserved only while ring_claimed stays within ring_tail + the ring size,
+ * so a FREE always fits and never waits. An ALLOC that does not fit goes
+ * to the kernel path (the uprobe on pp_agent_sampled_alloc), as do its
+ * FREE, samples of a thread whose stack range podprof has not written yet,
+ * and samples on another stack (signal or fiber stacks).
+ */
+enum { PP_AGENT_REC_PAD = 0, PP_AGENT_REC_ALLOC = 1, PP_AGENT_REC_FREE = 2 };
+
+struct pp_agent_rec {
+	uint64_t pos; /* the record's position: written last */
+	uint32_t type; /* PP_AGENT_REC_* */
+	uint32_t len; /* bytes of the whole record, a multiple of 8 */
+	uint64_t addr;
+};
+
+/* Registers at the application's call, as the wrappers' sampled path
+ * finds them: callee-saved, the stack pointer after the return and the
+ * return address. */
+enum {
+	PP_AGENT_RBX,
+	PP_AGENT_RBP,
+	PP_AGENT_R12,
+	PP_AGENT_R13,
+	PP_AGENT_R14,
+	PP_AGENT_R15,
+	PP_AGENT_SP,
+	PP_AGENT_IP,
+	PP_AGENT_NREGS
+};
+
+struct pp_agent_rec_alloc {
+	struct pp_agent_rec h;
+	uint64_t size;
+	uint32_t thread; /* index in threads[] */
+	uint32_t stack_len; /* bytes of stack from regs[PP_AGENT_SP] that follow */
+	uint64_t regs[PP_AGENT_NREGS];
+	/* uint8_t stack[stack_len], padded to 8 */
+};
+#define PP_AGENT_FREE_REC ((uint64_t)sizeof(struct pp_agent_rec))
+#define PP_AGENT_MAX_COPY 32768u
 
 #endif

@@ -9,14 +9,20 @@
  * CAS), subtract the size, tail-call the real function. Frees: a counting
  * filter of hashed sampled addresses; only a hit looks in the exact set.
  *
- * Sampled events leave through two tiny functions podprof puts uprobes on:
- * pp_agent_sampled_alloc is reached by a tail jump once the real allocator
- * has returned, so at its entry the stack pointer, return address and
- * callee-saved registers are exactly those of the application's call
- * (what the uprobe path sees at the allocator's return); it returns its
- * fourth argument as the wrapper's result. pp_agent_sampled_free is
- * called before the real free, so the address cannot be reused and
- * sampled again before podprof hears it was freed.
+ * Sampled allocations are recorded in the process, in a ring podprof
+ * reads with /proc/PID/mem (agent-abi.h): registers and a copy of the
+ * stack, written by the thread that allocated, no kernel entry. The
+ * wrappers' sampled path tail-jumps to pp_agent_sample once the real
+ * allocator has returned, so at its entry the stack pointer, return
+ * address and callee-saved registers are exactly those of the
+ * application's call (what the uprobe path sees at the allocator's
+ * return). When a sample cannot go into the ring (the thread's stack
+ * range is not known yet, a stack other than the thread's own, the ring
+ * full) it jumps on to pp_agent_sampled_alloc, with the same state, where
+ * podprof has a uprobe: the kernel path. pp_agent_sampled_free, the kernel
+ * path's FREE, is called before the real free, so the address cannot be
+ * reused and sampled again before podprof hears it was freed; a FREE goes
+ * the way its ALLOC went.
  *
  * Sampled-block bookkeeping stays outside the blocks (no header), so a
  * block freed through a path the agent does not see is harmless.
@@ -44,6 +50,18 @@ HIDDEN struct pp_agent_data D __attribute__((aligned(64))); /* .bss: written by 
  * program sees the entry stack pointer. */
 void *pp_agent_sampled_alloc(void *p, uint64_t size, uint64_t weight, void *ret) HIDDEN;
 void pp_agent_sampled_free(void *p) HIDDEN;
+/* The sampled path: (p, size, weight, ret, thread slot), reached by a tail
+ * jump. Saves the application's registers, calls pp_agent_record with
+ * them, returns ret, or goes on to pp_agent_sampled_alloc when the record
+ * says so. rsp is 8 mod 16 at entry; 104 bytes make the call aligned. */
+void *pp_agent_sample(void *p, uint64_t size, uint64_t weight, void *ret,
+		      struct pp_agent_thread *t) HIDDEN;
+/* The same entry typed for posix_memalign's wrapper (ret 0), so that its
+ * call is a tail jump too. */
+int pp_agent_sample_int(void *p, uint64_t size, uint64_t weight, void *ret,
+			struct pp_agent_thread *t) HIDDEN;
+int pp_agent_record(uint64_t p, uint64_t size, struct pp_agent_thread *t,
+		    const uint64_t *regs) HIDDEN __attribute__((used, noinline));
 /* Never called: podprof points a stopped thread's rip here and single-steps
  * the mov (3 bytes), so a GOT slot changes with one aligned 8-byte store,
  * which no other thread can observe half done. */
@@ -70,6 +88,44 @@ __asm__(".text\n"
 	"  pop %rbp\n"
 	"  ret\n"
 	".size pp_agent_sampled_free, .-pp_agent_sampled_free\n"
+	".p2align 4\n"
+	".globl pp_agent_sample\n"
+	".hidden pp_agent_sample\n"
+	".type pp_agent_sample,@function\n"
+	"pp_agent_sample:\n"
+	".globl pp_agent_sample_int\n"
+	".hidden pp_agent_sample_int\n"
+	"pp_agent_sample_int:\n"
+	"  sub $104, %rsp\n"
+	"  mov %rbx, 0(%rsp)\n" /* PP_AGENT_RBX ... */
+	"  mov %rbp, 8(%rsp)\n"
+	"  mov %r12, 16(%rsp)\n"
+	"  mov %r13, 24(%rsp)\n"
+	"  mov %r14, 32(%rsp)\n"
+	"  mov %r15, 40(%rsp)\n"
+	"  lea 112(%rsp), %rax\n" /* PP_AGENT_SP: the caller's, after the return */
+	"  mov %rax, 48(%rsp)\n"
+	"  mov 104(%rsp), %rax\n" /* PP_AGENT_IP: the return address */
+	"  mov %rax, 56(%rsp)\n"
+	"  mov %rdi, 64(%rsp)\n"
+	"  mov %rsi, 72(%rsp)\n"
+	"  mov %rdx, 80(%rsp)\n"
+	"  mov %rcx, 88(%rsp)\n"
+	"  mov %r8, 96(%rsp)\n"
+	"  mov %r8, %rdx\n"
+	"  mov %rsp, %rcx\n"
+	"  call pp_agent_record\n"
+	"  mov 64(%rsp), %rdi\n"
+	"  mov 72(%rsp), %rsi\n"
+	"  mov 80(%rsp), %rdx\n"
+	"  mov 88(%rsp), %rcx\n"
+	"  mov 96(%rsp), %r8\n"
+	"  add $104, %rsp\n"
+	"  test %eax, %eax\n"
+	"  jz pp_agent_sampled_alloc\n" /* the kernel path, r8 = the thread slot */
+	"  mov %rcx, %rax\n"
+	"  ret\n"
+	".size pp_agent_sample, .-pp_agent_sample\n"
 	".p2align 4\n"
 	".globl pp_agent_store\n"
 	".hidden pp_agent_store\n"
@@ -156,8 +212,9 @@ static inline uint16_t *filter_of(uint64_t p)
 	return &D.filter[hash64(p) >> (64 - PP_AGENT_FILTER_BITS)];
 }
 
-/* Record a sampled address; 0 when the set is full (sample dropped). */
-static int set_add(uint64_t p)
+/* Record a sampled address and which way its ALLOC went (ring: 1, the
+ * kernel path: 0); 0 when the set is full (sample dropped). */
+static int set_add(uint64_t p, uint8_t ring)
 {
 	const uint64_t mask = (1u << PP_AGENT_SET_BITS) - 1;
 	uint64_t h = hash64(p) >> (64 - PP_AGENT_SET_BITS);
@@ -169,6 +226,9 @@ static int set_add(uint64_t p)
 		if (v > 1)
 			continue;
 		if (__atomic_compare_exchange_n(s, &v, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			/* after the claim: no other thread frees p before the
+			 * wrapper returned it */
+			D.set_ring[(h + i) & mask] = ring;
 			__atomic_fetch_add(filter_of(p), 1, __ATOMIC_RELEASE);
 			return 1;
 		}
@@ -177,7 +237,8 @@ static int set_add(uint64_t p)
 	return 0;
 }
 
-/* Remove p if it was sampled; 1 when it was. */
+/* Remove p if it was sampled: 0 when it was not, 1 when its ALLOC took
+ * the kernel path, 2 when it went into the ring. */
 static int set_del(uint64_t p)
 {
 	const uint64_t mask = (1u << PP_AGENT_SET_BITS) - 1;
@@ -191,18 +252,120 @@ static int set_del(uint64_t p)
 			return 0;
 		if (v != p)
 			continue;
+		/* read before the entry is released (it may be reused at once) */
+		uint8_t ring = D.set_ring[(h + i) & mask];
 		if (__atomic_compare_exchange_n(s, &v, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			__atomic_fetch_sub(filter_of(p), 1, __ATOMIC_RELEASE);
-			return 1;
+			return 1 + (ring != 0);
 		}
 		return 0; /* freed concurrently (a double free in the target) */
 	}
 	return 0;
 }
 
+/* ------------------------------------------------------------- the ring */
+
+#define RING_WORDS (PP_AGENT_RING_SIZE / 8)
+
+static inline void ring_put(uint64_t pos, uint64_t v)
+{
+	D.ring[(pos / 8) & (RING_WORDS - 1)] = v;
+}
+
+/* The record at pos is complete: its first word says where it is (+ 1, so
+ * that the zero-filled ring holds no record at 0). */
+static inline void ring_commit(uint64_t pos)
+{
+	__atomic_store_n(&D.ring[(pos / 8) & (RING_WORDS - 1)], pos + 1, __ATOMIC_RELEASE);
+}
+
+/* Claim len bytes and the room of the block's FREE record, if the ring has
+ * them beyond what podprof has not read yet. */
+static int ring_claim(uint64_t len)
+{
+	uint64_t c = __atomic_load_n(&D.ring_claimed, __ATOMIC_RELAXED);
+
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&D.ring_tail, __ATOMIC_ACQUIRE);
+
+		if (c + len + PP_AGENT_FREE_REC - tail > PP_AGENT_RING_SIZE)
+			return 0;
+		if (__atomic_compare_exchange_n(&D.ring_claimed, &c, c + len + PP_AGENT_FREE_REC, 1,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return 1;
+	}
+}
+
+/* A FREE of a block whose ALLOC is in the ring: its room was set aside. */
+static void ring_free(uint64_t p)
+{
+	uint64_t pos = __atomic_fetch_add(&D.ring_head, PP_AGENT_FREE_REC, __ATOMIC_RELAXED);
+
+	ring_put(pos + 8, PP_AGENT_REC_FREE | PP_AGENT_FREE_REC << 32);
+	ring_put(pos + 16, p);
+	ring_commit(pos);
+}
+
+/*
+ * From pp_agent_sample: record a sampled allocation in the ring; 1 when
+ * done (or dropped), 0 to take the kernel path. The stack is copied from
+ * the caller's stack pointer up to at most the end of the thread's stack
+ * mapping as podprof found it, so the copy never leaves mapped memory.
+ */
+int pp_agent_record(uint64_t p, uint64_t size, struct pp_agent_thread *t, const uint64_t *regs)
+{
+	uint64_t sp = regs[PP_AGENT_SP], hi, n, len, pos;
+	const uint64_t *src;
+
+	if (!__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED) || t == &D.overflow)
+		goto kernel;
+	hi = __atomic_load_n(&t->stack_hi, __ATOMIC_ACQUIRE);
+	if (!hi || sp < __atomic_load_n(&t->stack_lo, __ATOMIC_RELAXED) || sp >= hi) {
+		__atomic_fetch_add(&D.ring_nostack, 1, __ATOMIC_RELAXED);
+		goto kernel;
+	}
+	n = __atomic_load_n(&D.ring_copy, __ATOMIC_RELAXED);
+	if (n > PP_AGENT_MAX_COPY)
+		n = PP_AGENT_MAX_COPY;
+	if (n > hi - sp)
+		n = hi - sp;
+	n &= ~7ull;
+	len = sizeof(struct pp_agent_rec_alloc) + n;
+	if (!ring_claim(len)) {
+		__atomic_fetch_add(&D.ring_full, 1, __ATOMIC_RELAXED);
+		goto kernel;
+	}
+	pos = __atomic_fetch_add(&D.ring_head, len, __ATOMIC_RELAXED);
+	/* after the reservation: a FREE of p is reserved after its ALLOC */
+	if (!set_add(p, 1)) {
+		__atomic_fetch_sub(&D.ring_claimed, PP_AGENT_FREE_REC, __ATOMIC_RELAXED);
+		ring_put(pos + 8, PP_AGENT_REC_PAD | len << 32);
+		ring_commit(pos);
+		return 1;
+	}
+	ring_put(pos + 8, PP_AGENT_REC_ALLOC | len << 32);
+	ring_put(pos + 16, p);
+	ring_put(pos + 24, size);
+	ring_put(pos + 32, (uint64_t)(t - D.threads) | n << 32);
+	for (unsigned i = 0; i < PP_AGENT_NREGS; i++)
+		ring_put(pos + 40 + 8 * i, regs[i]);
+	src = (const uint64_t *)sp;
+	pos += sizeof(struct pp_agent_rec_alloc);
+	for (uint64_t i = 0; i < n / 8; i++)
+		ring_put(pos + 8 * i, src[i]);
+	ring_commit(pos - sizeof(struct pp_agent_rec_alloc));
+	return 1;
+kernel:
+	return set_add(p, 0) ? 0 : 1;
+}
+
 static __attribute__((noinline)) void freed_slow(uint64_t p)
 {
-	if (set_del(p))
+	int r = set_del(p);
+
+	if (r == 2)
+		ring_free(p);
+	else if (r == 1)
 		pp_agent_sampled_free((void *)p);
 }
 
@@ -220,9 +383,9 @@ static __attribute__((noinline)) void *sampled_ptr(struct pp_agent_thread *t, ui
 	uint64_t w = (uint64_t)(-t->left) + size; /* bytes since the last sample */
 
 	t->left = draw(t);
-	if (!p || !set_add((uint64_t)p))
+	if (!p)
 		return p;
-	return pp_agent_sampled_alloc(p, size, w, p);
+	return pp_agent_sample(p, size, w, p, t);
 }
 
 static inline int count(struct pp_agent_thread *t, uint64_t size)
@@ -343,9 +506,9 @@ static __attribute__((noinline)) int sampled_pma(struct pp_agent_thread *t, uint
 	uint64_t w = (uint64_t)(-t->left) + size;
 
 	t->left = draw(t);
-	if (r || !set_add((uint64_t)*memptr))
+	if (r)
 		return r;
-	return (int)(uint64_t)pp_agent_sampled_alloc(*memptr, size, w, (void *)0);
+	return pp_agent_sample_int(*memptr, size, w, (void *)0, t);
 }
 
 HIDDEN int w_posix_memalign(void **memptr, uint64_t al, uint64_t size)

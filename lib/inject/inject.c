@@ -108,6 +108,19 @@ struct pp_inject {
 	unsigned skipped;
 };
 
+/* The reading side of the agent's ring: independent of struct pp_inject
+ * (its own descriptor), so that one thread reads while another detaches. */
+struct pp_inject_ring {
+	pid_t pid;
+	int fd; /* /proc/PID/mem, read+write */
+	uint64_t data; /* address of struct pp_agent_data in the target */
+	bool reused;
+	uint8_t *buf; /* RING_CHUNK bytes */
+	uint64_t tail; /* what podprof consumed */
+	uint64_t stall_tail, stall_ns; /* the tail where a record was seen incomplete, since */
+	uint64_t records, skipped;
+};
+
 /* ---------------------------------------------------------------- memory */
 
 static int mem_fd(pid_t pid, int flags)
@@ -147,6 +160,10 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 		return -errno;
 	return (size_t)r == len ? 0 : -EIO;
 }
+
+/* Address in the target of a field of the agent's struct pp_agent_data. */
+#define data_addr(inj, field) \
+	((inj)->base + (inj)->hdr.data_off + offsetof(struct pp_agent_data, field))
 
 /* ---------------------------------------------------------- remote calls */
 
@@ -872,20 +889,32 @@ static int open_agent_fd(struct pp_inject *inj)
 
 static int write_data(struct pp_inject *inj, int fd)
 {
-	struct pp_agent_data *dd = calloc(1, sizeof(*dd));
+	/* only the head (up to the thread table) needs writing: the rest is 0,
+	 * and the whole struct (its ring) is megabytes; fields at their offsets */
+	const size_t head = offsetof(struct pp_agent_data, overflow);
+	uint8_t *b = calloc(1, head);
+	uint64_t v;
 	ssize_t w;
 
-	if (!dd)
+#define PUT(field, src, len) memcpy(b + offsetof(struct pp_agent_data, field), (src), (len))
+	if (!b)
 		return -ENOMEM;
-	dd->magic = PP_AGENT_MAGIC;
-	dd->sample_rate = inj->sample_rate;
-	dd->seed = pp_now_mono_ns() ^ ((uint64_t)inj->pid << 32) ^ 0x5bd1e995u;
-	memcpy(dd->real, inj->real, sizeof(dd->real));
-	fill_exp_table(dd->exp_table);
-	/* only the head (up to the thread table) needs writing: the rest is 0 */
-	w = pwrite(fd, dd, offsetof(struct pp_agent_data, overflow), (off_t)inj->hdr.data_off);
-	free(dd);
-	return w == (ssize_t)offsetof(struct pp_agent_data, overflow) ? 0 : -EIO;
+	v = PP_AGENT_MAGIC;
+	PUT(magic, &v, sizeof(v));
+	PUT(sample_rate, &inj->sample_rate, sizeof(v));
+	v = pp_now_mono_ns() ^ ((uint64_t)inj->pid << 32) ^ 0x5bd1e995u;
+	PUT(seed, &v, sizeof(v));
+	PUT(real, inj->real, sizeof(inj->real));
+	{
+		uint32_t t[PP_AGENT_EXP_TABLE];
+
+		fill_exp_table(t);
+		PUT(exp_table, t, sizeof(t));
+	}
+#undef PUT
+	w = pwrite(fd, b, head, (off_t)inj->hdr.data_off);
+	free(b);
+	return w == (ssize_t)head ? 0 : -EIO;
 }
 
 /* Seize a thread and map a fresh agent. */
@@ -1043,17 +1072,16 @@ int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_i
 		goto fail;
 	}
 	if (r == 0) {
-		struct pp_agent_data head;
+		uint64_t magic = 0;
 
 		inj->reused = true;
-		if (read_mem(pid, inj->base + inj->hdr.data_off, &head,
-			     offsetof(struct pp_agent_data, set_full)) < 0 ||
-		    head.magic != PP_AGENT_MAGIC) {
+		if (read_mem(pid, data_addr(inj, magic), &magic, sizeof(magic)) < 0 ||
+		    magic != PP_AGENT_MAGIC ||
+		    read_mem(pid, data_addr(inj, real), inj->real, sizeof(inj->real)) < 0) {
 			snprintf(reason, n, "existing agent unreadable");
 			r = -EIO;
 			goto fail;
 		}
-		memcpy(inj->real, head.real, sizeof(inj->real));
 	}
 	/* 1. Everything from outside first. */
 	r = scan(inj, &static_exe);
@@ -1440,7 +1468,302 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 		     inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, set_full),
 		     &set_full, sizeof(set_full)) == 0)
 		ret->set_full = set_full;
+	{
+		uint64_t v[2];
+
+		if (read_mem(inj->pid, data_addr(inj, ring_full), v, sizeof(v)) == 0) {
+			ret->ring_full = v[0];
+			ret->ring_nostack = v[1];
+		}
+	}
 	return 0;
+}
+
+/* ------------------------------------------------------ the in-process ring */
+
+#define RING_CHUNK (PP_AGENT_MAX_COPY + sizeof(struct pp_agent_rec_alloc) + 32768)
+#define RING_STALL_NS 1000000000ull /* a record left incomplete this long is skipped */
+
+#define ring_addr(rg, field) ((rg)->data + offsetof(struct pp_agent_data, field))
+
+static int ring_write64(struct pp_inject_ring *rg, uint64_t addr, uint64_t v)
+{
+	return pwrite(rg->fd, &v, sizeof(v), (off_t)addr) == (ssize_t)sizeof(v) ? 0 : -EIO;
+}
+
+struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy_bytes,
+					    int *ret_err)
+{
+	struct pp_agent_thread th[64];
+	const size_t nth = 1u << PP_AGENT_THREAD_BITS;
+	struct pp_inject_ring *rg;
+	int r = -EINVAL;
+
+	if (!inj || !inj->base)
+		goto fail0;
+	r = -ENOMEM;
+	rg = calloc(1, sizeof(*rg));
+	if (!rg)
+		goto fail0;
+	rg->pid = inj->pid;
+	rg->data = inj->base + inj->hdr.data_off;
+	rg->reused = inj->reused;
+	rg->fd = mem_fd(inj->pid, O_RDWR);
+	if (rg->fd < 0) {
+		r = rg->fd;
+		goto fail;
+	}
+	rg->buf = malloc(RING_CHUNK);
+	if (!rg->buf)
+		goto fail;
+	r = -EIO;
+	if (pread(rg->fd, &rg->tail, sizeof(rg->tail), (off_t)ring_addr(rg, ring_tail)) !=
+	    (ssize_t)sizeof(rg->tail))
+		goto fail;
+	/* An earlier podprof's stack ranges: their threads' ids are not known
+	 * here; each thread's next sample takes the kernel path once again. */
+	for (size_t i = 0; rg->reused && i < nth;) {
+		size_t k = PP_MIN(nth - i, ARRAY_SIZE(th));
+		uint64_t off = ring_addr(rg, threads) + i * sizeof(*th);
+
+		if (pread(rg->fd, th, k * sizeof(*th), (off_t)off) != (ssize_t)(k * sizeof(*th)))
+			goto fail;
+		for (size_t j = 0; j < k; j++)
+			if (th[j].stack_hi)
+				ring_write64(rg,
+					     off + j * sizeof(*th) +
+						     offsetof(struct pp_agent_thread, stack_hi),
+					     0);
+		i += k;
+	}
+	r = pp_inject__ring_copy(rg, copy_bytes);
+	if (r == 0)
+		r = ring_write64(rg, ring_addr(rg, ring_on), 1);
+	if (r == 0)
+		return rg;
+fail:
+	pp_inject__ring_close(rg);
+fail0:
+	if (ret_err)
+		*ret_err = r;
+	return NULL;
+}
+
+void pp_inject__ring_close(struct pp_inject_ring *rg)
+{
+	if (!rg)
+		return;
+	if (rg->fd >= 0)
+		close(rg->fd);
+	free(rg->buf);
+	free(rg);
+}
+
+void pp_inject__ring_stats(const struct pp_inject_ring *rg, uint64_t *ret_records,
+			   uint64_t *ret_skipped)
+{
+	*ret_records = rg ? __atomic_load_n(&rg->records, __ATOMIC_RELAXED) : 0;
+	*ret_skipped = rg ? __atomic_load_n(&rg->skipped, __ATOMIC_RELAXED) : 0;
+}
+
+int pp_inject__ring_copy(struct pp_inject_ring *rg, uint32_t copy_bytes)
+{
+	if (!rg)
+		return -EINVAL;
+	return ring_write64(rg, ring_addr(rg, ring_copy), PP_MIN(copy_bytes, PP_AGENT_MAX_COPY));
+}
+
+/* len bytes of the ring from position pos (wrapping) into buf. */
+static int ring_read(struct pp_inject_ring *rg, uint64_t pos, size_t len, uint8_t *buf)
+{
+	uint64_t ring = ring_addr(rg, ring);
+
+	while (len) {
+		uint64_t o = pos & (PP_AGENT_RING_SIZE - 1);
+		size_t k = PP_MIN(len, (size_t)(PP_AGENT_RING_SIZE - o));
+
+		if (pread(rg->fd, buf, k, (off_t)(ring + o)) != (ssize_t)k)
+			return -EIO;
+		buf += k;
+		pos += k;
+		len -= k;
+	}
+	return 0;
+}
+
+/* Bytes of complete records at the start of buf[0..len) (positions from
+ * pos); -EBADMSG when a complete record is malformed (the target wrote
+ * it: nothing in the ring is trusted). */
+static ssize_t ring_complete(const uint8_t *buf, size_t len, uint64_t pos)
+{
+	size_t off = 0;
+
+	while (off + sizeof(struct pp_agent_rec) <= len) {
+		struct pp_agent_rec h;
+
+		memcpy(&h, buf + off, sizeof(h));
+		if (h.pos != pos + off + 1)
+			break;
+		if (h.len % 8 || h.len < sizeof(h) || h.len > RING_CHUNK - 32768 ||
+		    (h.type == PP_AGENT_REC_ALLOC && h.len < sizeof(struct pp_agent_rec_alloc)) ||
+		    h.type > PP_AGENT_REC_FREE)
+			return -EBADMSG;
+		if (off + h.len > len)
+			break;
+		off += h.len;
+	}
+	return (ssize_t)off;
+}
+
+ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, void *ctx)
+{
+	uint64_t head, start;
+	ssize_t total = 0;
+
+	if (!rg || !fn)
+		return -EINVAL;
+	start = rg->tail;
+	for (;;) {
+		uint64_t tail = rg->tail;
+		size_t want, off = 0;
+		ssize_t done;
+
+		if (pread(rg->fd, &head, sizeof(head), (off_t)ring_addr(rg, ring_head)) !=
+		    (ssize_t)sizeof(head))
+			return total ? total : -ESRCH;
+		if (head == tail || tail - start >= PP_AGENT_RING_SIZE)
+			break; /* empty, or a ring's worth read: the rest next time */
+		if (head - tail > PP_AGENT_RING_SIZE)
+			goto skip; /* not a position the agent wrote */
+		want = (size_t)PP_MIN(head - tail, (uint64_t)RING_CHUNK);
+		if (ring_read(rg, tail, want, rg->buf) < 0)
+			return total ? total : -ESRCH;
+		done = ring_complete(rg->buf, want, tail);
+		if (done < 0)
+			goto skip;
+		if (done == 0) {
+			/* the next record is being written, or its writer died
+			 * (a thread killed, a fork child): wait, then skip */
+			uint64_t now = pp_now_mono_ns();
+
+			if (rg->stall_tail != tail || !rg->stall_ns) {
+				rg->stall_tail = tail;
+				rg->stall_ns = now;
+				break;
+			}
+			if (now - rg->stall_ns < RING_STALL_NS)
+				break;
+			goto skip;
+		}
+		rg->stall_ns = 0;
+		/* Read the complete records again: the commit words were seen,
+		 * and the first read may have taken words written before them
+		 * from older copies (the kernel's copy is not ordered word by
+		 * word); everything a commit covers is in place by now. */
+		if (ring_read(rg, tail, (size_t)done, rg->buf) < 0 ||
+		    ring_complete(rg->buf, (size_t)done, tail) != done)
+			goto skip;
+		while (off < (size_t)done) {
+			const struct pp_agent_rec *h = (const void *)(rg->buf + off);
+			struct pp_inject_rec r = { 0 };
+
+			if (h->type == PP_AGENT_REC_ALLOC) {
+				const struct pp_agent_rec_alloc *a = (const void *)h;
+
+				r.alloc = true;
+				r.thread = a->thread;
+				r.size = a->size;
+				memcpy(r.regs, a->regs, sizeof(r.regs));
+				r.stack = (const uint8_t *)(a + 1);
+				r.stack_len = PP_MIN((size_t)a->stack_len, h->len - sizeof(*a));
+			}
+			r.addr = h->addr;
+			if (h->type != PP_AGENT_REC_PAD) {
+				fn(ctx, &r);
+				total++;
+			}
+			off += h->len;
+		}
+		rg->tail = tail + (uint64_t)done;
+		__atomic_store_n(&rg->records, rg->records + (uint64_t)total, __ATOMIC_RELAXED);
+		if (ring_write64(rg, ring_addr(rg, ring_tail), rg->tail) < 0)
+			return total;
+		continue;
+skip:
+		/* nothing between tail and head can be read as records: drop it,
+		 * counted (a record written later into that space fails its
+		 * position check and is skipped the same way) */
+		__atomic_store_n(&rg->skipped, rg->skipped + 1, __ATOMIC_RELAXED);
+		rg->tail = head;
+		rg->stall_ns = 0;
+		ring_write64(rg, ring_addr(rg, ring_tail), head);
+		break;
+	}
+	return total;
+}
+
+int pp_inject__thread_index(const struct pp_inject_ring *rg, uint64_t slot_addr)
+{
+	uint64_t t0 = rg ? ring_addr(rg, threads) : 0, idx;
+
+	if (!rg || slot_addr < t0 || (slot_addr - t0) % sizeof(struct pp_agent_thread))
+		return -EINVAL;
+	idx = (slot_addr - t0) / sizeof(struct pp_agent_thread);
+	return idx < (1u << PP_AGENT_THREAD_BITS) ? (int)idx : -EINVAL;
+}
+
+int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint64_t sp, pid_t tid,
+			    unsigned *ret_index)
+{
+	uint64_t tp, at;
+	struct pp_maps maps = { 0 };
+	const struct pp_map *m = NULL;
+	int idx = pp_inject__thread_index(rg, slot_addr), r;
+	bool ok;
+
+	if (idx < 0)
+		return idx;
+	if (pread(rg->fd, &tp, sizeof(tp), (off_t)slot_addr) != (ssize_t)sizeof(tp))
+		return -ESRCH;
+	r = pp_maps__read(rg->pid, &maps);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < maps.n; i++)
+		if (maps.v[i].start <= sp && sp < maps.v[i].end) {
+			m = &maps.v[i];
+			break;
+		}
+	/* A range the copy can rely on for as long as the thread lives: the
+	 * main thread's [stack], or the mapping that holds both the stack
+	 * pointer and the thread's own thread pointer (glibc and musl put the
+	 * thread descriptor at the top of the stack they map). A fiber or
+	 * signal stack is neither and stays on the kernel path. */
+	ok = m && (m->prot & PP_PROT_R) && (m->prot & PP_PROT_W) && !m->shared &&
+	     (tid == rg->pid ? m->path && strcmp(m->path, "[stack]") == 0
+			     : tp >= m->start && tp < m->end);
+	if (ok) {
+		/* A thread's copies end at the page holding its thread pointer:
+		 * its own mapping reaches at least that far, even when the
+		 * mapping seen here is merged with a neighbour above that may be
+		 * unmapped later; and its frames are all below the thread
+		 * pointer (x86-64 puts TLS below it, the stack below the TLS). */
+		uint64_t hi = m->end;
+
+		if (tid != rg->pid)
+			hi = PP_MIN(hi, (tp | 4095) + 1);
+		at = slot_addr + offsetof(struct pp_agent_thread, stack_lo);
+		r = ring_write64(rg, at + 8, 0);
+		if (!r)
+			r = ring_write64(rg, at, m->start);
+		if (!r)
+			r = ring_write64(rg, at + 8, hi);
+	} else {
+		r = -ENOENT;
+	}
+	pp_maps__free(&maps);
+	if (!r && ret_index)
+		*ret_index = (unsigned)idx;
+	return r;
 }
 
 void pp_inject__detach(struct pp_inject *inj)
@@ -1469,6 +1792,11 @@ void pp_inject__detach(struct pp_inject *inj)
 		write_slot(inj, &w, sl->addr, sl->orig);
 	}
 	writer_done(&w);
+	if (same_image) {
+		uint64_t off = 0; /* samples in flight take the kernel path */
+
+		write_mem(inj->pid, data_addr(inj, ring_on), &off, sizeof(off));
+	}
 	if (inj->memfd >= 0)
 		close(inj->memfd);
 	free(inj->slots);

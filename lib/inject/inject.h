@@ -76,10 +76,66 @@ struct pp_inject_stats {
 	uint64_t pause_ns; /* longest stop of a target thread */
 	uint64_t calls, bytes, frees; /* counted by the agent since it was mapped */
 	uint64_t set_full; /* samples dropped: the agent's address set was full */
+	uint64_t ring_full; /* samples the agent sent to the kernel path: ring full */
+	uint64_t ring_nostack; /* ... : the thread's stack range not known (yet) */
+
 	char coverage[256]; /* "exe:2 libfoo.so:3 ..." slots per module */
 };
 /* Reads the agent's counters from the target (pread of /proc/PID/mem). */
 int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret);
+
+/*
+ * The in-process ring (agent-abi.h): sampled allocations and the frees of
+ * their blocks, recorded by the target's threads, read by one podprof
+ * thread through /proc/PID/mem. ring_open turns it on (copying copy_bytes
+ * of stack per sample); until a thread's stack range is known (written by
+ * pp_inject__thread_stack when its first sample arrives through the kernel
+ * path, the uprobe on the notification point) its samples take that path.
+ */
+enum {
+	PP_INJECT_RBX,
+	PP_INJECT_RBP,
+	PP_INJECT_R12,
+	PP_INJECT_R13,
+	PP_INJECT_R14,
+	PP_INJECT_R15,
+	PP_INJECT_SP,
+	PP_INJECT_IP,
+	PP_INJECT_NREGS
+};
+struct pp_inject_rec {
+	bool alloc; /* else the FREE of a block whose ALLOC came through the ring */
+	uint64_t addr, size;
+	unsigned thread; /* the agent's slot of the allocating thread */
+	uint64_t regs[PP_INJECT_NREGS]; /* at the application's call, sp after the return */
+	const uint8_t *stack; /* from regs[PP_INJECT_SP]; borrowed during the callback */
+	size_t stack_len;
+};
+typedef void (*pp_inject_rec_fn)(void *ctx, const struct pp_inject_rec *rec);
+struct pp_inject_ring;
+/* The reading side, with its own descriptor: it outlives inj (detach) and
+ * is used by one thread at a time. NULL and *ret_err on failure. */
+struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy_bytes,
+					    int *ret_err);
+void pp_inject__ring_close(struct pp_inject_ring *rg);
+/* Records taken; times unreadable contents were skipped (any thread). */
+void pp_inject__ring_stats(const struct pp_inject_ring *rg, uint64_t *ret_records,
+			   uint64_t *ret_skipped);
+/* Stack bytes to copy per sample from now on (at most 32 KiB). */
+int pp_inject__ring_copy(struct pp_inject_ring *rg, uint32_t copy_bytes);
+/* Deliver the complete records in order and release their room; returns
+ * how many were delivered or -errno (-ESRCH: the process is gone). Reads
+ * at most a ring's worth per call. */
+ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, void *ctx);
+/* The index of the agent's thread slot at slot_addr, or -EINVAL. */
+int pp_inject__thread_index(const struct pp_inject_ring *rg, uint64_t slot_addr);
+/* A kernel-path sample of thread tid came with the agent's slot of that
+ * thread (slot_addr, the notification's r8) and its stack pointer: write
+ * the thread's stack range into the slot when the mapping holding sp is
+ * that thread's stack, so its later samples use the ring. *ret_index: the
+ * slot's index (as in pp_inject_rec.thread). -ENOENT: not a thread stack. */
+int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint64_t sp, pid_t tid,
+			    unsigned *ret_index);
 
 /* Restore every slot to the function it pointed to, leave the agent's code
  * mapped, free inj. Safe to call after the process exited. NULL is fine. */

@@ -22,6 +22,7 @@ MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
 CXX = os.environ.get("WL_HEAP_CXX")
 COVBENCH = os.environ.get("WL_COVBENCH")
 DEPTH = os.environ.get("WL_HEAP_DEPTH")
+STACKS = os.environ.get("WL_HEAP_STACKS")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -45,6 +46,34 @@ def file_maps(pid):
 
 
 MAPS_BEFORE = {}
+
+
+def ring_metrics(pp, pid):
+    """The agent's sample paths from /metrics: ring and kernel samples, the
+    kernel path's reasons (ring full, stack unknown), ring skips."""
+    m = pp.request("/metrics")[2].decode()
+    out = {}
+    for key, pat in (("ring", r'podprof_heap_agent_samples_total\{pid="%d",path="ring"\} (\d+)'),
+                     ("kernel", r'podprof_heap_agent_samples_total\{pid="%d",path="kernel"\} (\d+)'),
+                     ("full", r'podprof_heap_agent_kernel_path_total\{pid="%d",reason="ring_full"\} (\d+)'),
+                     ("unknown", r'podprof_heap_agent_kernel_path_total\{pid="%d",reason="stack_unknown"\} (\d+)'),
+                     ("skipped", r'podprof_heap_agent_ring_skipped_total\{pid="%d"\} (\d+)')):
+        g = re.search(pat % pid, m)
+        check(g, "no %s metric:\n%s" % (key, m[-2000:]))
+        out[key] = int(g.group(1))
+    return out
+
+
+def check_ring_used(pp, pid, label):
+    """Samples went through the agent's in-process ring (the per-site
+    values, checked by the caller, are then right through it), and none
+    was lost to a skip. Every thread's first sample takes the kernel path,
+    so both counts are positive."""
+    r = ring_metrics(pp, pid)
+    print("%s: %s" % (label, r))
+    check(r["ring"] > 0, "%s: no sample through the agent's ring: %s" % (label, r))
+    check(r["kernel"] >= 1 and r["unknown"] >= 1, "%s: no first sample through the kernel: %s" % (label, r))
+    check(r["skipped"] == 0, "%s: ring contents skipped: %s" % (label, r))
 
 
 def sites(path, mode, env=None):
@@ -77,6 +106,7 @@ def test_glibc_injected():
     m = pp.request("/metrics")[2].decode()
     check(re.search(r'podprof_heap_injected\{pid="%d",reason=""\} 1' % wl.pid, m), "metrics:\n" + m[-1500:])
     check("podprof_heap_inject_pause_seconds{pid=\"%d\"}" % wl.pid in m, "no pause metric")
+    check_ring_used(pp, wl.pid, "glibc")
     # The agent counts every free (not sampled): sites.c frees 2 x 8260
     # site_c blocks and 4 aligned ones after the attach, and reallocs its
     # chain 9 times (a realloc of a block counts as its free, as on the
@@ -104,6 +134,7 @@ def test_jemalloc_preload():
     check("allocator libjemalloc" in log and "injected agent" in log,
           "preloaded jemalloc not injected:\n" + log[-800:])
     check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-preload")
+    check_ring_used(pp, wl.pid, "jemalloc-preload")
     pp.stop()
     wl.kill()
 
@@ -159,6 +190,7 @@ def test_musl_dynamic():
     wl, pp = sites(MUSL_DYN, "inject")
     check("injected agent" in pp.log_text(), "musl not injected:\n" + pp.log_text()[-800:])
     check_sites(pp.profile("/debug/pprof/heap"), "musl-dynamic")
+    check_ring_used(pp, wl.pid, "musl-dynamic")
     pp.stop()
     wl.kill()
 
@@ -183,6 +215,7 @@ def test_cxx_new_delete():
     want = 3000 * 5000
     check(abs(alloc - want) <= tol(5000, 3000) * want, "cxx_temp alloc %d, want %d" % (alloc, want))
     check(per_function(heap, "inuse_space").get("cxx_temp", 0) <= 0.05 * want, "deleted objects still in use")
+    check_ring_used(pp, wl.pid, "c++")
     pp.stop()
     wl.kill()
 
@@ -374,7 +407,97 @@ def test_stack_copy_fits():
     pp.stop()
 
 
+def test_ring_stacks():
+    """The agent records samples in the process only on a stack whose
+    extent podprof found (the main thread's [stack], a thread's own
+    mapping), never past its end: stacks.c allocates on the main thread,
+    three pthreads and a fiber whose 64 KiB stack has inaccessible pages
+    right above and below (a copy past its top would kill the process).
+    The fiber's samples take the kernel path (counted as stack_unknown);
+    every site's allocated bytes are within the Poisson tolerance, with
+    its frames: the fiber's through fiber_main."""
+    wl = Workload([STACKS])
+    check(wl.first_line == "running", "stacks said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set",
+                 "heap.sample_rate=%d" % RATE, "--set", "offcpu.enabled=false",
+                 "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    time.sleep(4)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().split()
+    check(line[:1] == ["idle"] and len(line) == 4, "stacks said %r" % line)
+    settle(pp)
+    heap = pp.profile("/debug/pprof/heap")
+    r = ring_metrics(pp, wl.pid)
+    check(wl.alive(), "stacks died")
+    wl.p.send_signal(signal.SIGTERM)
+    check(wl.p.wait(timeout=10) == 0, "stacks exit code")
+    print("blocks main %s threads %s fiber %s; %s" % (line[1], line[2], line[3], r))
+    check(r["ring"] > 0 and r["skipped"] == 0, "ring: %s" % r)
+    check(r["unknown"] >= 1, "the fiber's samples never took the kernel path: %s" % r)
+    alloc = per_function(heap, "alloc_space")
+    for fn, n in (("main_site", int(line[1])), ("thread_site", int(line[2])),
+                  ("fiber_site", int(line[3]))):
+        got, want = alloc.get(fn, 0), n * 4096
+        check(abs(got - want) <= tol(4096, n) * want, "%s: %.1f MiB allocated, %.1f MiB +- %.0f%% expected" %
+              (fn, got / 2**20, want / 2**20, 100 * tol(4096, n)))
+    fib = [s for s in heap["samples"] if "fiber_site" in frames(heap, s)]
+    check(all("fiber_main" in frames(heap, s) for s in fib),
+          "fiber stacks without fiber_main: %s" % [frames(heap, s) for s in fib][:2])
+    thr = [s for s in heap["samples"] if "thread_site" in frames(heap, s)]
+    check(all("thread_main" in frames(heap, s) for s in thr),
+          "thread stacks without thread_main: %s" % [frames(heap, s) for s in thr][:2])
+    mai = [s for s in heap["samples"] if "main_site" in frames(heap, s)]
+    check(all("main" in frames(heap, s) for s in mai),
+          "main-thread stacks without main: %s" % [frames(heap, s) for s in mai][:2])
+    pp.stop()
+
+
+def test_ring_garbage():
+    """The ring is in the target's memory, so podprof reads it as untrusted
+    input: random bytes written over it (as a buggy or hostile target
+    could) are skipped and counted, podprof keeps serving, the target keeps
+    running, and samples go through the ring again once the writes stop."""
+    wl = Workload([STACKS])
+    check(wl.first_line == "running", "stacks said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set",
+                 "heap.sample_rate=%d" % RATE, "--set", "offcpu.enabled=false",
+                 "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=20)
+    wl.p.send_signal(signal.SIGUSR1)
+    # the agent's data mapping ends with its 2 MiB ring (agent-abi.h)
+    rw = [l.split()[0] for l in agent_maps(wl.pid) if l.split()[1].startswith("rw")]
+    check(len(rw) == 1, "agent data mapping: %s" % agent_maps(wl.pid))
+    end = int(rw[0].split("-")[1], 16)
+    ring = end - (2 << 20)
+    fd = os.open("/proc/%d/mem" % wl.pid, os.O_RDWR)
+    try:
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            off = ring + int.from_bytes(os.urandom(3), "little") % ((2 << 20) - 65536)
+            os.pwrite(fd, os.urandom(65536), off)
+            time.sleep(0.05)
+    finally:
+        os.close(fd)
+    before = ring_metrics(pp, wl.pid)
+    time.sleep(3)
+    after = ring_metrics(pp, wl.pid)
+    print("garbage: %s -> %s" % (before, after))
+    check(after["skipped"] >= 1, "garbage in the ring never skipped: %s" % after)
+    check(after["ring"] > before["ring"], "no ring samples after the garbage: %s -> %s" % (before, after))
+    check(pp.alive(), "podprof died")
+    heap = pp.profile("/debug/pprof/heap")
+    check("thread_site" in per_function(heap, "alloc_space"), "thread_site missing after the garbage")
+    check(wl.alive(), "stacks died")
+    wl.p.send_signal(signal.SIGUSR1)
+    wl.p.stdout.readline()
+    wl.p.send_signal(signal.SIGTERM)
+    check(wl.p.wait(timeout=10) == 0, "stacks exit code")
+    pp.stop()
+
+
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach,
-         test_stack_copy_fits])
+         test_stack_copy_fits, test_ring_stacks, test_ring_garbage])
