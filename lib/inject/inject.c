@@ -115,7 +115,6 @@ struct pp_inject_ring {
 	int fd; /* /proc/PID/mem, read+write */
 	uint64_t data; /* address of struct pp_agent_data in the target */
 	bool reused;
-	uint8_t *buf; /* RING_CHUNK bytes */
 	uint64_t tail; /* what podprof consumed */
 	uint64_t stall_tail, stall_ns; /* the tail where a record was seen incomplete, since */
 	uint64_t records, skipped;
@@ -1513,9 +1512,6 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 		r = rg->fd;
 		goto fail;
 	}
-	rg->buf = malloc(RING_CHUNK);
-	if (!rg->buf)
-		goto fail;
 	r = -EIO;
 	if (pread(rg->fd, &rg->tail, sizeof(rg->tail), (off_t)ring_addr(rg, ring_tail)) !=
 	    (ssize_t)sizeof(rg->tail))
@@ -1555,7 +1551,6 @@ void pp_inject__ring_close(struct pp_inject_ring *rg)
 		return;
 	if (rg->fd >= 0)
 		close(rg->fd);
-	free(rg->buf);
 	free(rg);
 }
 
@@ -1618,6 +1613,7 @@ static ssize_t ring_complete(const uint8_t *buf, size_t len, uint64_t pos)
 ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, void *ctx)
 {
 	uint64_t head, start;
+	uint8_t *buf = NULL; /* RING_CHUNK bytes while records are read */
 	ssize_t total = 0;
 
 	if (!rg || !fn)
@@ -1625,20 +1621,28 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 	start = rg->tail;
 	for (;;) {
 		uint64_t tail = rg->tail;
-		size_t want, off = 0;
+		size_t want, off = 0, n = 0;
 		ssize_t done;
 
 		if (pread(rg->fd, &head, sizeof(head), (off_t)ring_addr(rg, ring_head)) !=
-		    (ssize_t)sizeof(head))
-			return total ? total : -ESRCH;
+		    (ssize_t)sizeof(head)) {
+			total = total ? total : -ESRCH;
+			break;
+		}
 		if (head == tail || tail - start >= PP_AGENT_RING_SIZE)
 			break; /* empty, or a ring's worth read: the rest next time */
 		if (head - tail > PP_AGENT_RING_SIZE)
 			goto skip; /* not a position the agent wrote */
 		want = (size_t)PP_MIN(head - tail, (uint64_t)RING_CHUNK);
-		if (ring_read(rg, tail, want, rg->buf) < 0)
-			return total ? total : -ESRCH;
-		done = ring_complete(rg->buf, want, tail);
+		if (!buf && !(buf = malloc(RING_CHUNK))) {
+			total = total ? total : -ENOMEM;
+			break;
+		}
+		if (ring_read(rg, tail, want, buf) < 0) {
+			total = total ? total : -ESRCH;
+			break;
+		}
+		done = ring_complete(buf, want, tail);
 		if (done < 0)
 			goto skip;
 		if (done == 0) {
@@ -1660,11 +1664,11 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 		 * and the first read may have taken words written before them
 		 * from older copies (the kernel's copy is not ordered word by
 		 * word); everything a commit covers is in place by now. */
-		if (ring_read(rg, tail, (size_t)done, rg->buf) < 0 ||
-		    ring_complete(rg->buf, (size_t)done, tail) != done)
+		if (ring_read(rg, tail, (size_t)done, buf) < 0 ||
+		    ring_complete(buf, (size_t)done, tail) != done)
 			goto skip;
 		while (off < (size_t)done) {
-			const struct pp_agent_rec *h = (const void *)(rg->buf + off);
+			const struct pp_agent_rec *h = (const void *)(buf + off);
 			struct pp_inject_rec r = { 0 };
 
 			if (h->type == PP_AGENT_REC_ALLOC) {
@@ -1680,14 +1684,15 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 			r.addr = h->addr;
 			if (h->type != PP_AGENT_REC_PAD) {
 				fn(ctx, &r);
-				total++;
+				n++;
 			}
 			off += h->len;
 		}
 		rg->tail = tail + (uint64_t)done;
-		__atomic_store_n(&rg->records, rg->records + (uint64_t)total, __ATOMIC_RELAXED);
+		total += (ssize_t)n;
+		__atomic_store_n(&rg->records, rg->records + n, __ATOMIC_RELAXED);
 		if (ring_write64(rg, ring_addr(rg, ring_tail), rg->tail) < 0)
-			return total;
+			break;
 		continue;
 skip:
 		/* nothing between tail and head can be read as records: drop it,
@@ -1699,6 +1704,7 @@ skip:
 		ring_write64(rg, ring_addr(rg, ring_tail), head);
 		break;
 	}
+	free(buf);
 	return total;
 }
 
