@@ -243,32 +243,55 @@ def proc_cpu_ns(pid):
 
 
 class CpuTrack:
-    """Records a process's CPU time (proc_cpu_ns) every 20 ms in a thread,
-    so the CPU time of the exact span a profile covers (its time_nanos and
-    duration_nanos) can be read afterwards, whatever the request's latency."""
+    """Records a process's CPU time (proc_cpu_ns) so the CPU time of the exact
+    span a profile covers (its time_nanos and duration_nanos) can be read
+    afterwards, whatever the request's latency. A point is taken when the
+    track starts and when it stops, both in the caller's thread (so the track
+    covers from before the request to after its response however late the
+    sampling thread runs), and every 20 ms in between by a thread; a read of
+    a time the track does not cover yet waits until it does."""
 
     def __init__(self, pid):
         self.pid = pid
         self.points = []
+        self._cond = threading.Condition()
         self._stop = threading.Event()
+        self._point()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
+    def _point(self):
+        """Appends (time, CPU time); False once the process is gone."""
+        t0 = time.time()
+        try:
+            cpu = proc_cpu_ns(self.pid)
+        except OSError:
+            return os.path.exists("/proc/%d" % self.pid)  # else: a transient failure
+        with self._cond:
+            # the CPU clock was read between t0 and now: its midpoint
+            self.points.append(((t0 + time.time()) / 2, cpu))
+            self._cond.notify_all()
+        return True
+
     def _run(self):
-        while not self._stop.is_set():
-            try:
-                self.points.append((time.time(), proc_cpu_ns(self.pid)))
-            except OSError:
-                return
+        while not self._stop.is_set() and self._point():
             self._stop.wait(0.02)
 
     def stop(self):
         self._stop.set()
         self._t.join()
+        self._point()
 
     def _at(self, t):
-        pts = self.points
-        check(pts and pts[0][0] <= t <= pts[-1][0], "CPU track does not cover %.3f" % t)
+        with self._cond:
+            # the sampling thread may lag: wait for a point at or after t
+            # while it runs (the deadline only guards against a hang)
+            self._cond.wait_for(lambda: (self.points and self.points[-1][0] >= t) or
+                                not self._t.is_alive(), timeout=120)
+            pts = list(self.points)
+        check(pts and pts[0][0] <= t <= pts[-1][0],
+              "CPU track does not cover %.3f (%s)" %
+              (t, "%.3f..%.3f" % (pts[0][0], pts[-1][0]) if pts else "no points"))
         for (t0, c0), (t1, c1) in zip(pts, pts[1:]):
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0)
