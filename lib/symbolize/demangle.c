@@ -307,38 +307,34 @@ static size_t drop_clones(char *s, size_t n)
  */
 static size_t drop_params(char *s, size_t n)
 {
-	bool again = true;
+	for (;;) {
+		bool again = true;
+		ssize_t o;
 
-	while (again) {
-		again = false;
-		for (size_t i = 0; i < ARRAY_SIZE(quals); i++) {
-			if (ends_with(s, n, quals[i])) {
-				n -= strlen(quals[i]);
-				again = true;
+		while (again) {
+			again = false;
+			for (size_t i = 0; i < ARRAY_SIZE(quals); i++) {
+				if (ends_with(s, n, quals[i])) {
+					n -= strlen(quals[i]);
+					again = true;
+				}
 			}
 		}
-	}
-	if (n > 0 && s[n - 1] == ')') {
-		ssize_t o = open_paren(s, n - 1);
-		if (o > 0)
+		if (n > 0 && s[n - 1] == ')' && (o = open_paren(s, n - 1)) > 0)
 			n = (size_t)o;
-	}
-	/* "ret (*name(params))(fn params)": the name is inside the group */
-	if (n > 0 && s[n - 1] == ')') {
-		ssize_t o = open_paren(s, n - 1);
-		if (o >= 0 && (s[o + 1] == '*' || s[o + 1] == '&')) {
+		/* "ret (*name(params))(fn params)": the name is inside the group */
+		if (n > 0 && s[n - 1] == ')' && (o = open_paren(s, n - 1)) >= 0 &&
+		    (s[o + 1] == '*' || s[o + 1] == '&')) {
 			size_t k = (size_t)o + 1;
 			while (s[k] == '*' || s[k] == '&')
 				k++;
-			n -= 1; /* the group's ')' */
-			memmove(s, s + k, n - k);
-			n -= k;
-			s[n] = '\0';
-			return drop_params(s, n);
+			n -= 1 + k; /* the group's ')' and what precedes its content */
+			memmove(s, s + k, n);
+			continue;
 		}
+		s[n] = '\0';
+		return n;
 	}
-	s[n] = '\0';
-	return n;
 }
 
 /*
