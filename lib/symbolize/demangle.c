@@ -6,10 +6,19 @@
  * and decodes the $..$ escapes. Rust v0 (_R...) is left mangled.
  *
  * C++ names are then shortened the way go tool pprof shows them by default
- * (its demangler's NoParams + NoTemplateParams): no return type, no
- * parameter list, no template arguments, no ABI tags:
+ * (github.com/ianlancetaylor/demangle with NoParams + NoTemplateParams, as
+ * its symbolizer asks): no return type, no parameter list or qualifiers
+ * (const, volatile, &, &&) of the function itself, no clone suffix, and no
+ * template arguments anywhere; ABI tags, lambdas, "(anonymous namespace)"
+ * and the parameters of a local name's enclosing function stay, and special
+ * names (thunks, transaction clones) keep their function's parameters:
  *   unsigned long mix::heavy_b<mix::Payload>(mix::Payload, unsigned int)
  *   -> mix::heavy_b
+ *   rocksdb::Version::GetColumnFamilyMetaData(...) const
+ *   -> rocksdb::Version::GetColumnFamilyMetaData
+ * tests/unit/data/symbolize/cxx-names.tsv holds real names from Debian's
+ * C++ libraries with what go tool pprof (go1.19.8) showed for each; newer
+ * pprof releases also drop a local name's enclosing parameters.
  * Profiles carry the mangled name in system_name. pprof only demangles a
  * function whose name equals its system name, and Parca and Pyroscope show
  * the name as sent, so a long name sent by podprof would stay long in every
@@ -187,81 +196,239 @@ static size_t operator_len(const char *s)
 	return 0; /* new, delete, a conversion operator, a literal suffix */
 }
 
-char *pp_cxx_short_name(const char *full)
+/*
+ * Copies full to out without template argument lists, at any depth (go's
+ * NoTemplateParams drops them everywhere, in kept parameter lists too).
+ * Operator names that contain '<', '>' or parentheses are copied whole, and
+ * the space libiberty puts between "operator<" and its template arguments
+ * goes with them. Returns the length written (never more than full's).
+ */
+static size_t drop_templates(const char *full, char *out)
 {
-	size_t n = strlen(full), o = 0, name_start = 0;
+	size_t o = 0;
+
+	for (const char *p = full; *p;) {
+		if (at_operator(full, p)) {
+			size_t k = p[8] == ' ' ? 9 : 8;
+			k += operator_len(p + k);
+			memcpy(out + o, p, k);
+			o += k;
+			p += k;
+			continue;
+		}
+		if (*p != '<') {
+			out[o++] = *p++;
+			continue;
+		}
+		/* a balanced <...>: '<' and '>' inside parentheses are
+		 * expressions or balanced anyway, operator names are skipped */
+		int angle = 0, paren = 0;
+		while (*p) {
+			if (at_operator(full, p)) {
+				p += p[8] == ' ' ? 9 : 8;
+				p += operator_len(p);
+				continue;
+			}
+			if (*p == '(')
+				paren++;
+			else if (*p == ')' && paren)
+				paren--;
+			else if (!paren && *p == '<')
+				angle++;
+			else if (!paren && *p == '>' && --angle == 0) {
+				p++;
+				break;
+			}
+			p++;
+		}
+		if (o && out[o - 1] == ' ')
+			o--; /* "operator< <int>" */
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* Index of the '(' matching the ')' at s[end], or -1. */
+static ssize_t open_paren(const char *s, size_t end)
+{
+	int d = 0;
+
+	for (size_t i = end + 1; i-- > 0;) {
+		if (s[i] == ')')
+			d++;
+		else if (s[i] == '(' && --d == 0)
+			return (ssize_t)i;
+	}
+	return -1;
+}
+
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t l = strlen(suffix);
+	return n >= l && memcmp(s + n - l, suffix, l) == 0;
+}
+
+/* Qualifiers libiberty prints after a parameter list. */
+static const char *const quals[] = {
+	" const", " volatile", " restrict", " &&", " &", " noexcept", " transaction_safe",
+};
+
+/* At s: one of quals, then the end of that word. */
+static bool qual_at(const char *s)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(quals); i++) {
+		size_t l = strlen(quals[i]);
+		if (strncmp(s, quals[i], l) == 0 && !is_ident(s[l]) && s[l] != '&')
+			return true;
+	}
+	return false;
+}
+
+/* Drops " [clone .cold]", " [clone .constprop.0]"... from the end of s. */
+static size_t drop_clones(char *s, size_t n)
+{
+	while (n > 0 && s[n - 1] == ']') {
+		char *c = NULL;
+		for (char *q = strstr(s, " [clone "); q && q < s + n; q = strstr(q + 1, " [clone "))
+			c = q;
+		if (!c)
+			break;
+		n = (size_t)(c - s);
+	}
+	s[n] = '\0';
+	return n;
+}
+
+/*
+ * Cuts s (length n) to the function's name plus what precedes it: the
+ * member function's qualifiers, its parameter list, and a declarator group
+ * around the name ("void (*f(int))(long)": a function
+ * returning a function pointer). Returns the new length.
+ */
+static size_t drop_params(char *s, size_t n)
+{
+	for (;;) {
+		bool again = true;
+		ssize_t o;
+
+		while (again) {
+			again = false;
+			for (size_t i = 0; i < ARRAY_SIZE(quals); i++) {
+				if (ends_with(s, n, quals[i])) {
+					n -= strlen(quals[i]);
+					again = true;
+				}
+			}
+		}
+		if (n > 0 && s[n - 1] == ')' && (o = open_paren(s, n - 1)) > 0)
+			n = (size_t)o;
+		/* "ret (*name(params))(fn params)": the name is inside the group */
+		if (n > 0 && s[n - 1] == ')' && (o = open_paren(s, n - 1)) >= 0 &&
+		    (s[o + 1] == '*' || s[o + 1] == '&')) {
+			size_t k = (size_t)o + 1;
+			while (s[k] == '*' || s[k] == '&')
+				k++;
+			n -= 1 + k; /* the group's ')' and what precedes its content */
+			memmove(s, s + k, n);
+			continue;
+		}
+		s[n] = '\0';
+		return n;
+	}
+}
+
+/*
+ * Where the name starts: after the last space at the top level that ends a
+ * return type. Not such a space: one inside an operator's name ("operator
+ * new", "operator unsigned long", from "operator" to the '(' of a local
+ * name's enclosing parameters), and one after ')' (the enclosing function's
+ * qualifiers in "f(int) const::{lambda()#1}").
+ */
+static size_t name_start(const char *s)
+{
+	size_t start = 0;
+	int depth = 0;
+	bool in_op = false;
+
+	for (size_t i = 0; s[i];) {
+		char c = s[i];
+		if (!depth && at_operator(s, s + i)) {
+			i += s[i + 8] == ' ' ? 9 : 8;
+			i += operator_len(s + i);
+			in_op = true;
+			continue;
+		}
+		if (c == '(' || c == '[' || c == '{') {
+			if (c == '(')
+				in_op = false;
+			depth++;
+		} else if ((c == ')' || c == ']' || c == '}') && depth) {
+			depth--;
+		} else if (c == ' ' && !depth && !in_op &&
+			   !(i > 0 && s[i - 1] == ')' && qual_at(s + i))) {
+			start = i + 1;
+		}
+		i++;
+	}
+	return start;
+}
+
+/*
+ * libiberty's prefixes for special names. go's demangler prints the
+ * function inside them whole (its NoParams applies to the outer name only),
+ * so only the template arguments go.
+ */
+static const char *const special_prefixes[] = {
+	"non-virtual thunk to ",
+	"virtual thunk to ",
+	"covariant return thunk to ",
+	"transaction clone for ",
+	"non-transaction clone for ",
+	"hidden alias for ",
+	"TLS init function for ",
+	"TLS wrapper function for ",
+	"guard variable for ",
+	"construction vtable for ",
+	"vtable for ",
+	"VTT for ",
+	"typeinfo for ",
+	"typeinfo name for ",
+	"typeinfo fn for ",
+	"reference temporary #",
+};
+
+/*
+ * The short form of a name demangled by libiberty (params: printed with
+ * DMGL_PARAMS). Returns a new string, full itself if nothing is left.
+ */
+static char *cxx_shorten(const char *full, bool params)
+{
+	size_t n = strlen(full), st;
 	char *out = malloc(n + 1);
-	int paren = 0, brace = 0;
-	size_t last_paren = (size_t)-1; /* where the last top-level '(' group began in out */
-	const char *op = NULL;
 
 	if (!out)
 		return NULL;
-	for (size_t i = 0; i < n;) {
-		const char *p = full + i;
-		if (at_operator(full, p)) {
-			size_t k = 8, l;
-			if (p[k] == ' ')
-				k++;
-			l = operator_len(p + k);
-			op = p;
-			memcpy(out + o, p, k + l);
-			o += k + l;
-			i += k + l;
-			continue;
-		}
-		if (*p == '<' && !brace) {
-			/* template arguments: skip the balanced group */
-			int d = 0;
-			size_t j = i;
-			for (; j < n; j++) {
-				if (full[j] == '<')
-					d++;
-				else if (full[j] == '>' && --d == 0)
-					break;
-			}
-			i = j < n ? j + 1 : n;
-			continue;
-		}
-		if (strncmp(p, "[abi:", 5) == 0) {
-			const char *e = strchr(p, ']');
-			i = e ? (size_t)(e - full) + 1 : n;
-			continue;
-		}
-		if (*p == '{' || *p == '[')
-			brace++;
-		else if ((*p == '}' || *p == ']') && brace)
-			brace--;
-		if (!brace && *p == '(') {
-			if (paren == 0 && strncmp(p, "(anonymous namespace)", 21) != 0)
-				last_paren = o;
-			paren++;
-		} else if (!brace && *p == ')' && paren) {
-			paren--;
-		} else if (!brace && !paren && *p == ' ' && (!op || p < op)) {
-			/* a space at the top level before the name: the return type ends */
-			if (!(i + 1 < n && full[i + 1] == '['))
-				name_start = o + 1;
-			else
-				last_paren = last_paren == (size_t)-1 ? o : last_paren;
-		}
-		out[o++] = *p;
-		i++;
-	}
-	out[o] = '\0';
-	/* the parameter list and what follows it (const, &, noexcept, [clone ...]) */
-	if (last_paren != (size_t)-1 && last_paren > name_start)
-		out[last_paren] = '\0';
-	if (name_start)
-		memmove(out, out + name_start, strlen(out + name_start) + 1);
-	o = strlen(out);
-	while (o > 0 && out[o - 1] == ' ')
-		out[--o] = '\0';
-	if (!out[0]) {
+	n = drop_clones(out, drop_templates(full, out));
+	for (size_t i = 0; i < ARRAY_SIZE(special_prefixes); i++)
+		if (strncmp(out, special_prefixes[i], strlen(special_prefixes[i])) == 0)
+			return out;
+	if (params)
+		n = drop_params(out, n);
+	st = name_start(out);
+	memmove(out, out + st, n - st + 1);
+	n -= st;
+	while (n > 0 && out[n - 1] == ' ')
+		out[--n] = '\0';
+	if (!n) {
 		free(out);
 		return strdup(full);
 	}
 	return out;
+}
+
+char *pp_cxx_short_name(const char *full)
+{
+	return cxx_shorten(full, true);
 }
 
 struct sink {
@@ -304,6 +471,7 @@ static char *cxx_short(const char *name)
 {
 	struct sink k = { .buf = malloc(DEMANGLE_MAX_WORK + 1) };
 	char *sh = NULL;
+	bool params = true;
 	int r;
 
 	if (!k.buf)
@@ -312,10 +480,11 @@ static char *cxx_short(const char *name)
 	r = cxx_demangle(name, DMGL_PARAMS | DMGL_TYPES, &k);
 	if (r == -E2BIG) {
 		refused++;
+		params = false;
 		r = cxx_demangle(name, DMGL_TYPES, &k);
 	}
 	if (r == 1) {
-		sh = pp_cxx_short_name(k.buf);
+		sh = cxx_shorten(k.buf, params);
 		if (sh && strlen(sh) > PP_DEMANGLE_MAX_OUTPUT) {
 			free(sh);
 			sh = NULL;

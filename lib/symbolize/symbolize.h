@@ -108,8 +108,10 @@ int pp_symbolizer__resolve_jit(struct pp_symbolizer *s, pid_t pid, uint64_t addr
  * them) or left mangled (process-wide count). */
 uint64_t pp_demangle_bounded(void);
 char *pp_demangle(const char *name);
-/* A demangled C++ name as go tool pprof shows it: no return type, parameters,
- * template arguments or ABI tags (demangle.c). Returns a new string. */
+/* A C++ name demangled with parameters (__cxa_demangle's form) as go tool
+ * pprof shows it: no return type, parameters, qualifiers or template
+ * arguments (the rules are in demangle.c). Returns a new string, NULL if out
+ * of memory. */
 char *pp_cxx_short_name(const char *full);
 
 struct pp_symbolizer_stats {
