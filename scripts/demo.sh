@@ -15,6 +15,11 @@ sleep 0.5
 cat <<MSG
 
 podprof is profiling the demo workload (pid $DEMO) on http://127.0.0.1:$PORT/debug/pprof/
+Flame graphs in a browser on this machine (podprof's own page, nothing else to install):
+
+  http://127.0.0.1:$PORT/debug/pprof/ui/?profile=profile&seconds=10&view=flame
+  http://127.0.0.1:$PORT/debug/pprof/ui/?profile=heap&view=diff&seconds=30&sort=cum   (the leak)
+
 Try, in another shell:
 
   go tool pprof -top 'http://127.0.0.1:$PORT/debug/pprof/profile?seconds=5'

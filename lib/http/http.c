@@ -809,15 +809,17 @@ struct index_entry {
 /* Sorted by name, as Go's index. trace is left out: nothing to serve. */
 static const struct index_entry index_entries[] = {
 	{ "allocs", PP_PROFILE_ALLOCS,
-	  "sampled allocations from eBPF uprobes on the target's allocator, cumulative since "
-	  "podprof started; shows alloc_space by default" },
+	  "sampled allocations, seen as for heap, cumulative since podprof attached to the "
+	  "process; shows alloc_space by default" },
 	{ "block", PP_PROFILE_BLOCK, "time threads spent off-CPU in blocking syscalls" },
 	{ "cmdline", -1, "the target's command line, arguments separated by NUL bytes" },
 	{ "goroutine", PP_PROFILE_GOROUTINE,
 	  "stack dump of every thread of the target (debug=2: full dump with thread names and "
 	  "states)" },
 	{ "heap", PP_PROFILE_HEAP,
-	  "sampled live allocations from eBPF uprobes on the target's allocator" },
+	  "sampled live allocations, seen by a sampling agent podprof loads into the target's "
+	  "process (heap.mode auto, the default), or by eBPF uprobes on its allocator where "
+	  "the agent cannot be loaded (the log and the profile's comments say why)" },
 	{ "mutex", PP_PROFILE_MUTEX, "time threads spent waiting on futexes (contended locks)" },
 	{ "profile", PP_PROFILE_CPU,
 	  "CPU profile of the target's threads (perf_event cpu-clock, DWARF-unwound); "

@@ -50,6 +50,12 @@ page.on('console', (m) => {
 });
 page.on('pageerror', (e) => consoleErrors.push(String(e)));
 
+// The page says what it shows (web/src/main.js): #status's data-state for the
+// data (loading, ready, error), #flame's data-state for the flame graph
+// ("drawing" while d3-flame-graph's transitions move frames, "ready" when
+// every frame is at its final place and width) with data-seq counting its
+// changes. Every wait below is for one of these states, never for a time or
+// for numbers in the DOM that an animation may still be changing.
 async function ready() {
 	await page.waitForFunction(() => {
 		const s = document.getElementById('status').dataset.state;
@@ -57,6 +63,21 @@ async function ready() {
 	}, null, { timeout: WAIT_MS, polling: 100 });
 	const st = await page.$eval('#status', (e) => [e.dataset.state, e.textContent]);
 	check(st[0] === 'ready', 'page state ' + st[0] + ': ' + st[1]);
+	await flameSettled(0);
+}
+
+// The flame graph's change counter, read before an action on it.
+const flameSeq = () => page.$eval('#flame', (e) => Number(e.dataset.seq || 0));
+
+// Waits until the flame graph has settled after change number `after` (or
+// its pane is hidden: the top view draws none). Returns its data attributes.
+async function flameSettled(after) {
+	await page.waitForFunction((n) => {
+		const f = document.getElementById('flame');
+		return document.getElementById('flame-pane').hidden ||
+			(f.dataset.state === 'ready' && Number(f.dataset.seq) > n);
+	}, after, { timeout: WAIT_MS, polling: 100 });
+	return page.$eval('#flame', (e) => ({ ...e.dataset }));
 }
 
 // What the page shows: totals, table rows, flame graph frames, controls.
@@ -146,33 +167,42 @@ try {
 		await page.screenshot({ path: join(out, 'cpu-flame.png'), fullPage: false });
 
 		// Search: matching frames turn magenta; the term goes into the URL.
+		let seq = await flameSeq();
 		await page.fill('#search', 'compress_response');
 		await page.press('#search', 'Enter');
-		await page.waitForFunction(() => /search=compress_response/.test(location.search), null, { timeout: WAIT_MS });
+		const fs = await flameSettled(seq);
+		check(fs.search === 'compress_response', 'flame graph searched for ' + fs.search);
 		const searched = await snapshot();
+		check(/search=compress_response/.test(searched.url), 'search not in the URL: ' + searched.url);
 		const hits = searched.frames.filter((f) => f.fill && f.fill.toUpperCase() === '#E600E6');
 		check(hits.length >= 1 && hits.every((f) => f.title.startsWith('compress_response:')),
 		      'search highlighted ' + JSON.stringify(hits.map((f) => f.title)));
 
 		// Zoom: clicking a frame widens it to the whole graph; reset undoes it.
-		const widest = (name) => page.evaluate((n) => Math.max(0, ...[...document.querySelectorAll('#flame svg g')]
-			.filter((g) => (g.querySelector('title') || {}).textContent?.startsWith(n + ':'))
-			.map((g) => Number(g.querySelector('rect').getAttribute('width')))), name);
+		// The graph has settled: widths and order stay as read until the click.
 		const fullWidth = Math.max(...searched.frames.map((f) => f.width));
-		const before = await widest('compress_response');
+		check(fullWidth === Number(fs.width), 'widest frame ' + fullWidth + ', graph ' + fs.width);
+		const widest = (frames) => Math.max(0, ...frames.filter((f) => f.title.startsWith('compress_response:'))
+			.map((f) => f.width));
+		const before = widest(searched.frames);
 		const idx = searched.frames.findIndex((f) => f.title.startsWith('compress_response:') && f.width === before);
-		await page.locator('#flame svg g').nth(idx).click({ force: true });
-		await page.waitForFunction((w) => Math.max(0, ...[...document.querySelectorAll('#flame svg g')]
-			.filter((g) => (g.querySelector('title') || {}).textContent?.startsWith('compress_response:'))
-			.map((g) => Number(g.querySelector('rect').getAttribute('width')))) >= w * 0.99,
-		fullWidth, { timeout: WAIT_MS, polling: 100 });
-		const zoomed = await widest('compress_response');
+		check(idx >= 0 && before > 0, 'no compress_response frame to click');
+		seq = await flameSeq();
+		// Not forced: playwright checks that the frame is visible, stable and
+		// the one that receives the click.
+		await page.locator('#flame svg g').nth(idx).click();
+		const fz = await flameSettled(seq);
+		check(fz.zoom === 'compress_response', 'zoomed into ' + JSON.stringify(fz.zoom));
+		const zoomed = widest((await snapshot()).frames);
+		seq = await flameSeq();
 		await page.click('#reset');
-		await page.waitForFunction((w) => Math.abs(Math.max(0, ...[...document.querySelectorAll('#flame svg g')]
-			.filter((g) => (g.querySelector('title') || {}).textContent?.startsWith('compress_response:'))
-			.map((g) => Number(g.querySelector('rect').getAttribute('width')))) - w) < 1,
-		before, { timeout: WAIT_MS, polling: 100 });
-		check(!/search=/.test(page.url()), 'reset kept the search in the URL');
+		const fr = await flameSettled(seq);
+		check(fr.zoom === '' && fr.search === '', 'reset left zoom ' + fr.zoom + ', search ' + fr.search);
+		const reset = await snapshot();
+		check(Math.abs(widest(reset.frames) - before) < 0.5, 'after reset compress_response is ' + widest(reset.frames) +
+		      ' wide, was ' + before);
+		check(!reset.frames.some((f) => f.fill && f.fill.toUpperCase() === '#E600E6'), 'reset kept the highlight');
+		check(!/search=/.test(reset.url), 'reset kept the search in the URL');
 
 		// The top table: no refetch, the URL says view=top, sorting by cum.
 		const nreq = result.requests.length;
@@ -204,14 +234,18 @@ try {
 		await ready();
 		const s = await snapshot();
 		const file = await download('#download', 'heap.pb.gz');
+		let seq = await flameSeq();
 		await page.click('button.view[data-view="flame"]');
-		await page.waitForFunction(() => document.querySelectorAll('#flame svg g').length > 2, null, { timeout: WAIT_MS });
+		await flameSettled(seq);
 		const f = await snapshot();
+		check(f.flameVisible && f.frames.length > 2, 'heap flame graph: ' + f.frames.length + ' frames');
 		await page.screenshot({ path: join(out, 'heap-flame.png') });
 		// Another sample type from the selector: the URL follows.
+		seq = await flameSeq();
 		await page.selectOption('#si', 'alloc_space');
-		await page.waitForFunction(() => /si=alloc_space/.test(location.search), null, { timeout: WAIT_MS });
+		await flameSettled(seq);
 		const a = await snapshot();
+		check(a.si === 'alloc_space', 'sample type selector shows ' + a.si);
 		return { ...s, file, frames: f.frames.map((x) => x.title), allocTotal: a.total, allocUrl: a.url };
 	});
 

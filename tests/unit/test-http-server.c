@@ -477,7 +477,8 @@ static void test_index(void **state)
 	assert_non_null(strstr(r.body, "goroutine: </div> stack dump of every thread of the "
 				       "target"));
 	assert_non_null(strstr(r.body, "perf_event cpu-clock, DWARF-unwound"));
-	assert_non_null(strstr(r.body, "eBPF uprobes on the target's allocator"));
+	assert_non_null(strstr(r.body, "a sampling agent podprof loads into the target's process"));
+	assert_non_null(strstr(r.body, "eBPF uprobes on its allocator where the agent cannot"));
 	assert_non_null(strstr(r.body, "futexes"));
 	assert_non_null(strstr(r.body, "stacks that created the target's threads"));
 	resp_free(&r);

@@ -331,10 +331,65 @@ function stamp() {
 
 let loadSeq = 0;
 
+// ---- the flame graph's state, for people and for tests -------------------
+//
+// d3-flame-graph moves frames with d3 transitions (new frames get their
+// width after a delay, a zoom or search animates every frame) that run on
+// animation frames: on a loaded machine they take as long as they take. So
+// the page says what the graph shows in #flame's data attributes, set here
+// and nowhere else:
+//   data-state   "none"    no graph for the data on screen (loading, error,
+//                          top view)
+//                "drawing" frames still moving (transitions scheduled or
+//                          running on some element of the graph)
+//                "ready"   every frame at its final place, width and label
+//   data-seq     counts the changes (render, search, zoom, reset): a
+//                waiter reads it before acting and waits for a larger one,
+//                so it never takes the state from before its action
+//   data-zoom    the frame zoomed into ("" for the whole graph)
+//   data-search  the search term applied ("" for none)
+//   data-width   the graph's width in pixels (the root frame's width)
+let flameSeq = 0;
+
+// d3-transition keeps an element's scheduled and running transitions in
+// node.__transition and deletes it after the last one ended, having set the
+// final values: an element without it is done moving.
+function flameMoving(el) {
+	for (const n of el.querySelectorAll('*'))
+		if (n.__transition)
+			return true;
+	return false;
+}
+
+function flameState(s, { zoom, search, width } = {}) {
+	const el = $('flame');
+	const seq = ++flameSeq;
+	el.dataset.seq = String(seq);
+	if (zoom !== undefined)
+		el.dataset.zoom = zoom;
+	if (search !== undefined)
+		el.dataset.search = search;
+	if (width !== undefined)
+		el.dataset.width = String(width);
+	el.dataset.state = s;
+	if (s !== 'drawing')
+		return;
+	const settle = () => {
+		if (seq !== flameSeq)
+			return; // a later change watches now
+		if (flameMoving(el))
+			requestAnimationFrame(settle);
+		else
+			el.dataset.state = 'ready';
+	};
+	requestAnimationFrame(settle);
+}
+
 async function load() {
 	const seq = ++loadSeq;
 	const url = profileUrl();
 	current = null;
+	flameState('none');
 	downloadLink($('download'), null);
 	downloadLink($('download-base'), null);
 	$('total').textContent = '';
@@ -436,6 +491,8 @@ function render() {
 	tot.textContent = text;
 	if (state.view !== 'top')
 		renderFlame(flameTree(samples, base), unit, !!base);
+	else
+		flameState('none');
 	setStatus('ready', samples.length + ' stacks' + (m.durationNanos ? ', ' + scaled(m.durationNanos, 'ns') + ' window' : ''));
 }
 
@@ -453,6 +510,8 @@ function renderFlame(tree, unit, diff) {
 		.sort(true)
 		.computeDelta(diff)
 		.setDetailsElement($('details'))
+		// After a click's zoom (and resetZoom) has scheduled its transitions.
+		.onClick((d) => flameState('drawing', { zoom: d.parent ? d.data.name : '' }))
 		.label((d) => d.data.name + ': ' + scaled(d.value, unit) +
 		       (diff ? ' (' + (d.delta >= 0 ? '+' : '') + scaled(d.delta || 0, unit) + ')' : '') +
 		       ', ' + pct(d.value, tree.value));
@@ -482,6 +541,7 @@ function renderFlame(tree, unit, diff) {
 	select(el).datum(tree).call(chart);
 	if (state.search)
 		chart.search(state.search);
+	flameState('drawing', { zoom: '', search: state.search, width });
 }
 
 function headerRow(cols) {
@@ -615,16 +675,18 @@ function init() {
 			chart.clear();
 			if (state.search)
 				chart.search(state.search);
+			flameState('drawing', { search: state.search });
 		}
 	});
 	$('reset').addEventListener('click', () => {
-		if (chart) {
-			chart.resetZoom();
-			chart.clear();
-		}
 		state.search = '';
 		$('search').value = '';
 		writeState(state, false);
+		if (chart) {
+			chart.resetZoom();
+			chart.clear();
+			flameState('drawing', { zoom: '', search: '' });
+		}
 	});
 	$('take-now').addEventListener('click', () => takeNow && takeNow());
 	window.addEventListener('popstate', () => {
