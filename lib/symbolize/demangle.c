@@ -504,6 +504,16 @@ char *pp_demangle(const char *name)
 			refused++;
 		return NULL;
 	}
+	const char *at = strncmp(name, "_Z", 2) == 0 ? strchr(name, '@') : NULL;
+	if (at) {
+		/* A PLT stub ("<symbol>@plt") or a versioned name: the symbol's
+		 * name, as go tool pprof's demangler shows it (suffix dropped). */
+		char *sym = strndup(name, (size_t)(at - name));
+		char *r = sym ? pp_demangle(sym) : NULL;
+
+		free(sym);
+		return r;
+	}
 	if (strncmp(name, "_ZN", 3) == 0) {
 		char *r = rust_legacy(name);
 		if (r)

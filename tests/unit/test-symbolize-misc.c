@@ -188,6 +188,12 @@ static void test_demangle(void **state)
 		{ "_ZN", NULL },
 		{ "_ZN99999999999999999999E", NULL },
 		{ "_ZN3foo17h0123456789abcdefE", "foo" },
+		/* PLT stubs: as go tool pprof shows them (checked with it) */
+		{ "_ZN7rocksdb9CleanableC2Ev@plt", "rocksdb::Cleanable::Cleanable" },
+		{ "_ZNK7rocksdb5Slice7compareERKS0_@plt", "rocksdb::Slice::compare" },
+		{ "_ZdlPv@plt", "operator delete" },
+		{ "malloc@plt", NULL },
+		{ "_Z@plt", NULL },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char *d = pp_demangle(cases[i].in);
