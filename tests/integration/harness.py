@@ -39,6 +39,21 @@ def check(cond, msg):
         raise AssertionError(msg)
 
 
+def wait_for(probe, what, timeout=60, interval=0.1):
+    """Polls probe() until it returns a true value and returns that value.
+    For a state another process or thread produces in its own time: the
+    deadline only guards against a hang (a loaded machine may take many
+    seconds), it is never what the test measures."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = probe()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timeout (%d s) waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
 def binom_tol(n, p, sigmas=5.0, systematic=0.03):
     """Tolerance on an observed fraction of n samples whose true value is p."""
     if n <= 0:
