@@ -43,14 +43,16 @@ def wait_for(probe, what, timeout=60, interval=0.1):
     """Polls probe() until it returns a true value and returns that value.
     For a state another process or thread produces in its own time: the
     deadline only guards against a hang (a loaded machine may take many
-    seconds), it is never what the test measures."""
+    seconds), it is never what the test measures. what: a string, or a
+    function giving one (the state at the deadline)."""
     deadline = time.monotonic() + timeout
     while True:
         v = probe()
         if v:
             return v
         if time.monotonic() >= deadline:
-            raise AssertionError("timeout (%d s) waiting for %s" % (timeout, what))
+            raise AssertionError("timeout (%d s) waiting for %s" %
+                                 (timeout, what() if callable(what) else what))
         time.sleep(interval)
 
 
