@@ -12,7 +12,7 @@ import re
 import signal
 import time
 
-from harness import Podprof, Skip, Workload, check, frames, run, sanitized, write_tmp
+from harness import Podprof, Skip, Workload, check, frames, run, sanitized, wait_for, write_tmp
 from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
 
 STORM = os.environ.get("WL_HEAP_STORM")
@@ -379,7 +379,15 @@ def test_stack_copy_fits():
     check(4096 <= copy < full, "shallow phase: stack copy %d bytes, expected below %d" % (copy, full))
     check(short == 0, "shallow phase: %d short copies" % short)
     wl.p.send_signal(signal.SIGUSR1)
-    time.sleep(3)
+    # The deep phase lasts until the first deep copies came up short and the
+    # copy went back up: however few samples a loaded machine lets it take
+    # a second (the checks below then read the settled values).
+    def deep_seen():
+        c, sh = stack_copy_metrics(pp, wl.pid)
+        return c == full and sh >= 1
+
+    wait_for(deep_seen, lambda: "a short copy, then the full copy again, in the deep phase "
+             "(copy bytes, short copies): %s" % (stack_copy_metrics(pp, wl.pid),))
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().split()
     check(line[:1] == ["idle"], "depth said %r" % line)
@@ -432,7 +440,18 @@ def test_ring_stacks():
     every site's allocated bytes are within the Poisson tolerance, with
     its frames: the fiber's through fiber_main."""
     wl, pp = start_stacks()
+    # Allocate for 4 s (enough samples for tight per-site tolerances), and
+    # on until samples went through the ring and the fiber's through the
+    # kernel: podprof must read a thread's first sample before its ring is
+    # used, which a loaded machine can delay past those seconds.
     time.sleep(4)
+
+    def both_paths():
+        r = ring_metrics(pp, wl.pid)
+        return r["ring"] > 0 and r["unknown"] >= 1
+
+    wait_for(both_paths, lambda: "samples through the ring and the kernel path: %s" %
+             ring_metrics(pp, wl.pid))
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().split()
     check(line[:1] == ["idle"] and len(line) == 4, "stacks said %r" % line)
@@ -485,11 +504,14 @@ def test_ring_garbage():
     finally:
         os.close(fd)
     before = ring_metrics(pp, wl.pid)
-    time.sleep(3)
-    after = ring_metrics(pp, wl.pid)
+    # podprof reads the spoiled ring, and then new samples, in its own time.
+    def recovered():
+        r = ring_metrics(pp, wl.pid)
+        return r if r["skipped"] >= 1 and r["ring"] > before["ring"] else None
+
+    after = wait_for(recovered, lambda: "garbage skipped and ring samples after it: %s -> %s" %
+                     (before, ring_metrics(pp, wl.pid)))
     print("garbage: %s -> %s" % (before, after))
-    check(after["skipped"] >= 1, "garbage in the ring never skipped: %s" % after)
-    check(after["ring"] > before["ring"], "no ring samples after the garbage: %s -> %s" % (before, after))
     check(pp.alive(), "podprof died")
     heap = pp.profile("/debug/pprof/heap")
     check("thread_site" in per_function(heap, "alloc_space"), "thread_site missing after the garbage")
