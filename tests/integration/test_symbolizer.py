@@ -16,7 +16,7 @@ SPIN = os.environ.get("WL_SPIN")
 HOT = {"hot_a", "hot_b", "hot_c"}
 
 
-def helper_pid(pp, not_pid=None, timeout=15):
+def helper_pid(pp, not_pid=None, timeout=60):
     """The podprof-sym child of podprof (another than not_pid)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -108,7 +108,7 @@ def symbolize(pp, addrs, timeout=60):
     return out
 
 
-def wait_metric(pp, name, at_least, timeout=20):
+def wait_metric(pp, name, at_least, timeout=60):
     deadline = time.time() + timeout
     while True:
         v = pp.metrics().get(name, 0)
@@ -241,7 +241,7 @@ def test_helper_hang():
     pp.stop()
 
 
-def no_helper(pp, timeout=20):
+def no_helper(pp, timeout=60):
     """True once podprof has no podprof-sym child left."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -261,9 +261,11 @@ def test_helper_idle_end():
     prof = pp.profile("/debug/pprof/profile?seconds=1")
     spin_addrs = addresses(prof, r"/spin$")
     check(spin_addrs, "no named location in spin")
-    check(no_helper(pp), "the helper is still there %ds after its last request" % 20)
+    check(no_helper(pp), "the helper is still there %ds after its last request" % 60)
+    # podprof reaps the helper, then publishes the count: the helper can be
+    # gone before the count is there.
+    wait_metric(pp, "podprof_symbolizer_idle_ends_total", 1)
     m = pp.metrics()
-    check(m.get("podprof_symbolizer_idle_ends_total", 0) >= 1, "idle end not counted")
     check(m.get("podprof_symbolizer_crashes_total", 0) == 0, "an idle end counted as a crash")
     check(m.get("podprof_symbolizer_restarts_total", 0) == 0, "an idle end counted as a restart")
     # /symbol goes through a new helper (the store's names are kept: it is
