@@ -39,6 +39,18 @@ def names(prof):
     return out
 
 
+def profile_naming(pp, want, seconds):
+    """A CPU window whose samples name every function in want: on a loaded
+    machine a window of a few seconds may hold too few samples of a
+    workload for all its functions, so windows are taken until one does
+    (60 s hang guard; the caller checks the last one)."""
+    deadline = time.time() + 60
+    while True:
+        prof = pp.profile("/debug/pprof/profile?seconds=%d" % seconds)
+        if want <= names(prof) or time.time() > deadline:
+            return prof
+
+
 def test_killed_mid_window():
     wl = Workload([SPIN, "2"])
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=199")
@@ -89,7 +101,7 @@ def test_exec():
     open(go, "w").close()
     pp.wait_log(r"exec'd", timeout=30)
     os.unlink(go)
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    prof = profile_naming(pp, {"hot_a", "hot_b", "worker_loop"}, 2)
     check({"hot_a", "hot_b", "worker_loop"} <= names(prof), "after exec: %s" % sorted(names(prof))[:30])
     check("exec'd" in pp.log_text(), "exec not noticed:\n" + pp.log_text()[-1000:])
     pp.stop()
@@ -122,7 +134,7 @@ def test_fork_storm():
 def test_library_unmapped_and_threads_churn():
     wl = Workload([DLCHURN, CHURNLIB])
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=499")
-    prof = pp.profile("/debug/pprof/profile?seconds=3")
+    prof = profile_naming(pp, {"churn_work", "short_thread"}, 3)
     n = names(prof)
     check("churn_work" in n, "code of the dlopen'ed library not named: %s" % sorted(n)[:30])
     check("short_thread" in n, "short-lived threads not sampled: %s" % sorted(n)[:30])
