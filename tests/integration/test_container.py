@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, Workload, check, run, wait_for
+from harness import Podprof, Skip, Workload, check, profile_until, run, wait_for
 
 DEMO = os.environ.get("WL_DEMO")
 SPIN = os.environ.get("WL_SPIN")
@@ -114,7 +114,9 @@ def test_two_containers():
                      "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d .*container=app container_id=%s" % (app.pid, app.id[:12]),
                     timeout=60)
-        prof = pp.profile("/debug/pprof/profile?seconds=2", timeout=30)
+        # (a window in which a loaded machine gave the app no sample is
+        # taken again)
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: p["samples"])
         labs = labels_of(prof)
         check(labs, "no samples from the app")
         pids = {l.get("pid") for l in labs}
@@ -133,7 +135,8 @@ def test_two_containers():
                      "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d .*\[proxy\] container=istio-proxy container_id=%s" %
                     (proxy.pid, proxy.id[:12]), timeout=60)
-        prof = pp.profile("/debug/pprof/profile?seconds=2", timeout=30)
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2",
+                             lambda p: {app.pid, proxy.pid} <= {l.get("pid") for l in labels_of(p)})
         by_pid = {}
         for l in labels_of(prof):
             by_pid.setdefault(l.get("pid"), set()).add((l.get("container"), l.get("container_id")))

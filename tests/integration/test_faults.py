@@ -10,8 +10,8 @@ import tempfile
 import threading
 import time
 
-from harness import (CpuTrack, Podprof, Workload, check, count_fds, frames, leaf_function, run,
-                     wait_for)
+from harness import (CpuTrack, Podprof, Workload, check, count_fds, frames, leaf_function,
+                     profile_until, run, wait_for)
 
 SPIN = os.environ.get("WL_SPIN")
 DLCHURN = os.environ.get("WL_DLCHURN")
@@ -40,15 +40,9 @@ def names(prof):
 
 
 def profile_naming(pp, want, seconds):
-    """A CPU window whose samples name every function in want: on a loaded
-    machine a window of a few seconds may hold too few samples of a
-    workload for all its functions, so windows are taken until one does
-    (60 s hang guard; the caller checks the last one)."""
-    deadline = time.time() + 60
-    while True:
-        prof = pp.profile("/debug/pprof/profile?seconds=%d" % seconds)
-        if want <= names(prof) or time.time() > deadline:
-            return prof
+    """A CPU window whose samples name every function in want."""
+    return profile_until(pp, "/debug/pprof/profile?seconds=%d" % seconds,
+                         lambda prof: want <= names(prof))
 
 
 def test_killed_mid_window():

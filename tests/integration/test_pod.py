@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, check, frames, leaf_function, log, run, wait_for
+from harness import Podprof, Skip, check, frames, leaf_function, log, profile_until, run, wait_for
 from test_container import Container, cgroup2_root
 
 DEMO = os.environ.get("WL_DEMO")
@@ -114,11 +114,18 @@ def test_simulated_pod():
         check("CAP_CHECKPOINT_RESTORE absent" in log, "expected the /proc/PID/root fallback:\n" + log)
         # heap.mode auto: the agent is injected when podprof gets to it
         pp.wait_log(r"heap: tracing pid \d+ \(demo\) .*injected agent", timeout=60)
-        cpu = pp.profile("/debug/pprof/profile?seconds=3", timeout=40)
-        names = set()
-        for s in cpu["samples"]:
-            names.update(frames(cpu, s))
-        check({"parse_request", "compress_response", "worker"} <= names,
+        want = {"parse_request", "compress_response", "worker"}
+
+        def named(prof):
+            names = set()
+            for s in prof["samples"]:
+                names.update(frames(prof, s))
+            return names
+
+        # (a window a loaded machine starved of some of them is taken again)
+        cpu = profile_until(pp, "/debug/pprof/profile?seconds=3", lambda p: want <= named(p))
+        names = named(cpu)
+        check(want <= names,
               "CPU names from the pod's files missing: %s" % sorted(n for n in names if isinstance(n, str))[:40])
         for s in cpu["samples"]:
             check((s["labels"].get("container_id") == cid or not have_cg) and

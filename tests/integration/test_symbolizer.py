@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 
-from harness import Podprof, Workload, check, frames, run, sanitized
+from harness import Podprof, Workload, check, frames, profile_until, run, sanitized
 
 SPIN = os.environ.get("WL_SPIN")
 HOT = {"hot_a", "hot_b", "hot_c"}
@@ -136,7 +136,7 @@ def test_helper_confined():
     # (an ASan build reserves terabytes of address space: no RLIMIT_AS there)
     check(sanitized() or lim.group(1) == str(160 << 20),
           "helper RLIMIT_AS %s, want %d" % (lim.group(1), 160 << 20))
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: HOT & named(p))
     check(HOT & named(prof), "no hot_* function named: %r" % sorted(named(prof))[:10])
     m = pp.metrics()
     check(m.get("podprof_symbolizer_requests_total", 0) >= 1, "no request counted")
@@ -150,7 +150,8 @@ def test_helper_crash():
     """SIGSEGV in the helper: podprof stays up, counts and logs it once,
     starts another helper, and names come back through it."""
     wl, pp = start()
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=2",
+                         lambda p: addresses(p, r"/spin$"))
     spin_addrs = addresses(prof, r"/spin$")
     check(spin_addrs, "no named location in spin")
     h = helper_pid(pp)
@@ -161,7 +162,7 @@ def test_helper_crash():
     check(status(h2)["Seccomp"].strip() == "2", "the new helper has no seccomp filter")
     st, _, body = pp.request("/healthz", timeout=10)
     check(st == 200, "/healthz %d after the crash" % st)
-    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=1", lambda p: HOT & named(p))
     check(HOT & named(prof), "no hot_* function named after the crash")
     # names resolved anew by the new helper (its cache starts empty)
     req0 = pp.metrics().get("podprof_symbolizer_requests_total", 0)
@@ -182,7 +183,8 @@ def test_helper_hang():
     profiles answer throughout."""
     # 5 s: a first load of libc's DWARF took 1.3 s at load average 100
     wl, pp = start("--set", "symbolizer.timeout_ms=5000")
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=2",
+                         lambda p: addresses(p, r"/spin$"))
     spin_addrs = addresses(prof, r"/spin$")
     libc = libc_addrs(wl.first_line)
     check(spin_addrs, "no named location in spin")
@@ -220,7 +222,7 @@ def test_helper_hang():
     check(h2 != h, "same helper")
     check(not os.path.exists("/proc/%d/status" % h) or "State:\tZ" in open(
         "/proc/%d/status" % h).read(), "the stopped helper was not killed")
-    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=1", lambda p: HOT & named(p))
     check(HOT & named(prof), "the profile lost its names")
     # The file the helper was on when it missed its deadline (spin's, libc,
     # or one the store was resolving meanwhile) is not sent again; the
@@ -258,7 +260,8 @@ def test_helper_idle_end():
     a crash nor a restart); the next new location starts another one, which
     names it."""
     wl, pp = start("--set", "symbolizer.idle_seconds=2")
-    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=1",
+                         lambda p: addresses(p, r"/spin$"))
     spin_addrs = addresses(prof, r"/spin$")
     check(spin_addrs, "no named location in spin")
     check(no_helper(pp), "the helper is still there %ds after its last request" % 60)
@@ -274,7 +277,7 @@ def test_helper_idle_end():
     check(HOT & set(got.values()), "/symbol after the idle end: %r" % got)
     h = helper_pid(pp)
     check(status(h)["Seccomp"].strip() == "2", "the new helper has no seccomp filter")
-    prof = pp.profile("/debug/pprof/profile?seconds=1")
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=1", lambda p: HOT & named(p))
     check(HOT & named(prof), "no hot_* function named after the idle end")
     check(pp.alive(), "podprof died")
     pp.stop()
