@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, Workload, check, count_fds, frames, run, sanitized, wait_for
+from harness import (Podprof, Skip, Workload, check, count_fds, frames, profile_until, run,
+                     sanitized, wait_for)
 from test_hostile_target import spawn_with_pid
 
 WL_SPIN = os.environ.get("WL_SPIN", "")
@@ -233,7 +234,9 @@ def test_fd_budget():
         pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
         fds0 = count_fds(pp.p.pid)
-        prof = pp.profile("/debug/pprof/profile?seconds=2")
+        # (a window a loaded machine left without the target's samples is
+        # taken again)
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: p["samples"])
         fds1 = count_fds(pp.p.pid)
         print("podprof fds: %d before the profile, %d after (%d files mapped)"
               % (fds0, fds1, nfiles), file=sys.stderr)
@@ -302,7 +305,7 @@ def test_fd_budget_configured():
         pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
                      "--set", "limits.max_target_fds=%d" % budget)
         pp.wait_log(r"target: pid %d \(python" % wl.pid, timeout=30)
-        prof = pp.profile("/debug/pprof/profile?seconds=2")
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: p["samples"])
         fdd = "/proc/%d/fd" % pp.p.pid
         held = 0
         for fd in os.listdir(fdd):
