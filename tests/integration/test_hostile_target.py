@@ -166,7 +166,7 @@ def test_jit_demangle_bomb():
     m = pp.metrics()
     check(m.get("podprof_symbol_names_bounded_total", 0) >= 1, "not counted: %r" %
           {k: v for k, v in m.items() if "symbol" in k})
-    pp.wait_log(r"podprof_symbol_names_bounded_total", timeout=10)
+    pp.wait_log(r"podprof_symbol_names_bounded_total", timeout=60)
     pp.profile("/debug/pprof/profile?seconds=1")
     time.sleep(0.5)
     check(len([l for l in pp.lines if "podprof_symbol_names_bounded_total" in l]) == 1,
