@@ -328,9 +328,9 @@ def test_fd_budget_configured():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def count_opens(d, seconds):
+def count_opens(d, seconds, watching=None):
     """Opens of files in directory d by anyone during the next `seconds`
-    (inotify IN_OPEN on d)."""
+    (inotify IN_OPEN on d); sets the event watching once the watch is on."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -338,6 +338,8 @@ def count_opens(d, seconds):
     try:
         check(libc.inotify_add_watch(fd, d.encode(), 0x20) >= 0,  # IN_OPEN
               "inotify_add_watch: %d" % ctypes.get_errno())
+        if watching:
+            watching.set()
         n, names, deadline = 0, set(), time.time() + seconds
         while time.time() < deadline:
             time.sleep(0.05)
@@ -371,9 +373,11 @@ def test_open_budget():
         # The mapper opens nothing more: every open from now on is podprof's.
         import threading
         res = {}
-        t = threading.Thread(target=lambda: res.update(r=count_opens(d, 6.0)))
+        watching = threading.Event()
+        t = threading.Thread(target=lambda: res.update(r=count_opens(d, 6.0, watching)))
         t.start()
-        time.sleep(0.3)
+        # podprof starts once the watch is on (the thread may start late)
+        check(watching.wait(60), "the inotify watch did not start")
         pp = Podprof("--pid", str(wl.pid), "--set", "discovery.interval_ms=200",
                      "--set", "limits.max_target_fds=%d" % budget)
         try:
