@@ -39,6 +39,37 @@ def check(cond, msg):
         raise AssertionError(msg)
 
 
+def wait_for(probe, what, timeout=60, interval=0.1):
+    """Polls probe() until it returns a true value and returns that value.
+    For a state another process or thread produces in its own time: the
+    deadline only guards against a hang (a loaded machine may take many
+    seconds), it is never what the test measures. what: a string, or a
+    function giving one (the state at the deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = probe()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timeout (%d s) waiting for %s" %
+                                 (timeout, what() if callable(what) else what))
+        time.sleep(interval)
+
+
+def profile_until(pp, path, pred, timeout=60, **kw):
+    """pp.profile(path) taken again until pred(profile) holds: one short
+    window may hold too few samples of a workload a loaded machine starves
+    for what a test checks (a name, a process). The deadline only guards
+    against a hang; the caller checks the profile returned (the last)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        prof = pp.profile(path, **kw)
+        if pred(prof) or time.monotonic() >= deadline:
+            return prof
+        log("  %s: not yet what the test needs (%d samples): another window" %
+            (path, len(prof["samples"])))
+
+
 def binom_tol(n, p, sigmas=5.0, systematic=0.03):
     """Tolerance on an observed fraction of n samples whose true value is p."""
     if n <= 0:

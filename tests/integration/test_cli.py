@@ -74,7 +74,7 @@ def test_per_target_listen():
     cfg = cfgfile("targets:\n  - name: one\n    pid: %d\n    listen: '127.0.0.1:0'\n"
                   "  - name: two\n    pid: %d\n    listen: '127.0.0.1:0'\n" % (wl1.pid, wl2.pid))
     pp = Podprof("--config", cfg, "--set", "cpu.frequency_hz=199")
-    pp.wait_log(r"port \d+\).*two", timeout=20)
+    pp.wait_log(r"port \d+\).*two", timeout=60)
     ports = pp.ports
     check(len(ports) == 3, "expected 3 servers, got ports %s" % ports)
     # The thread dump holds every thread of every target of a server, whatever

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Podprof, Skip, Workload, check, run
+from harness import Podprof, Skip, Workload, check, profile_until, run, wait_for
 
 DEMO = os.environ.get("WL_DEMO")
 SPIN = os.environ.get("WL_SPIN")
@@ -56,6 +56,16 @@ class Container:
                           wait_line=False)
         self.pid = self.w.pid
 
+    def running(self, prog):
+        """True once the process is in its cgroup and has exec'd prog."""
+        try:
+            with open("/proc/%d/cgroup" % self.pid) as f:
+                joined = self.id in f.read()
+            return joined and os.path.realpath("/proc/%d/exe" % self.pid) == \
+                os.path.realpath(prog)
+        except OSError:
+            return False
+
     def cleanup(self):
         if self.w:
             self.w.kill()
@@ -89,9 +99,10 @@ def test_two_containers():
     try:
         app = Container(base, uid, "app", [DEMO])
         proxy = Container(base, uid, "istio-proxy", [SPIN])
-        time.sleep(0.5)
-        with open("/proc/%d/cgroup" % app.pid) as f:
-            check(app.id in f.read(), "app not in its cgroup")
+        # Each container's shell joins its cgroup, mounts its /dev and execs
+        # the program in its own time: wait until both run their program.
+        for c, prog in ((app, DEMO), (proxy, SPIN)):
+            wait_for(lambda: c.running(prog), lambda: "%s to run %s in its cgroup" % (c.cg, prog))
         cfg = os.path.join(base, "podprof.yaml")
         with open(cfg, "w") as f:
             # the pod's processes only (this machine has others), then the app's container
@@ -102,8 +113,10 @@ def test_two_containers():
         pp = Podprof("--config", cfg, "--set", "cpu.frequency_hz=199",
                      "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d .*container=app container_id=%s" % (app.pid, app.id[:12]),
-                    timeout=20)
-        prof = pp.profile("/debug/pprof/profile?seconds=2", timeout=30)
+                    timeout=60)
+        # (a window in which a loaded machine gave the app no sample is
+        # taken again)
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: p["samples"])
         labs = labels_of(prof)
         check(labs, "no samples from the app")
         pids = {l.get("pid") for l in labs}
@@ -121,8 +134,9 @@ def test_two_containers():
         pp = Podprof("--config", cfg, "--set", "cpu.frequency_hz=199",
                      "--set", "discovery.interval_ms=200")
         pp.wait_log(r"target: pid %d .*\[proxy\] container=istio-proxy container_id=%s" %
-                    (proxy.pid, proxy.id[:12]), timeout=20)
-        prof = pp.profile("/debug/pprof/profile?seconds=2", timeout=30)
+                    (proxy.pid, proxy.id[:12]), timeout=60)
+        prof = profile_until(pp, "/debug/pprof/profile?seconds=2",
+                             lambda p: {app.pid, proxy.pid} <= {l.get("pid") for l in labels_of(p)})
         by_pid = {}
         for l in labels_of(prof):
             by_pid.setdefault(l.get("pid"), set()).add((l.get("container"), l.get("container_id")))

@@ -10,7 +10,8 @@ import tempfile
 import threading
 import time
 
-from harness import CpuTrack, Podprof, Workload, check, count_fds, frames, leaf_function, run
+from harness import (CpuTrack, Podprof, Workload, check, count_fds, frames, leaf_function,
+                     profile_until, run, wait_for)
 
 SPIN = os.environ.get("WL_SPIN")
 DLCHURN = os.environ.get("WL_DLCHURN")
@@ -36,6 +37,12 @@ def names(prof):
     for s in prof["samples"]:
         out.update(f for f in frames(prof, s) if isinstance(f, str))
     return out
+
+
+def profile_naming(pp, want, seconds):
+    """A CPU window whose samples name every function in want."""
+    return profile_until(pp, "/debug/pprof/profile?seconds=%d" % seconds,
+                         lambda prof: want <= names(prof))
 
 
 def test_killed_mid_window():
@@ -65,11 +72,14 @@ def test_killed_mid_window():
     check(n > 0 and n >= 0.85 * want - 3,
           "samples before the kill lost: %d, %.0f predicted by its CPU time" % (n, want))
     check("hot_a" in names(prof), "names of the dead process lost")
-    pp.wait_log(r"target: pid %d .*exited" % wl.pid, timeout=10)
+    pp.wait_log(r"target: pid %d .*exited" % wl.pid, timeout=60)
     for kind in ("heap", "allocs", "goroutine", "block", "mutex", "threadcreate"):
         pp.profile("/debug/pprof/" + kind)
-    time.sleep(0.5)
-    check(kernel_fds(pp.p.pid) < base_fds, "kernel fds %d after exit, %d before" % (kernel_fds(pp.p.pid), base_fds))
+    # The dead target's perf events and links are closed by podprof's own
+    # threads, in their own time: wait for it.
+    wait_for(lambda: kernel_fds(pp.p.pid) < base_fds,
+             lambda: "kernel fds below the %d held before the exit (now %d)" %
+             (base_fds, kernel_fds(pp.p.pid)))
     pp.stop()
 
 
@@ -85,7 +95,7 @@ def test_exec():
     open(go, "w").close()
     pp.wait_log(r"exec'd", timeout=30)
     os.unlink(go)
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    prof = profile_naming(pp, {"hot_a", "hot_b", "worker_loop"}, 2)
     check({"hot_a", "hot_b", "worker_loop"} <= names(prof), "after exec: %s" % sorted(names(prof))[:30])
     check("exec'd" in pp.log_text(), "exec not noticed:\n" + pp.log_text()[-1000:])
     pp.stop()
@@ -101,10 +111,12 @@ def test_fork_storm():
     prof = pp.profile("/debug/pprof/profile?seconds=3")
     check(pp.alive(), "podprof died")
     heap = pp.profile("/debug/pprof/heap")
-    time.sleep(1.5)
-    m = pp.metrics()
-    check(m["podprof_targets"] <= 3, "targets not dropped: %s" % m["podprof_targets"])
-    check(kernel_fds(pp.p.pid) <= base_fds + 2, "fd leak: %d -> %d" % (base_fds, kernel_fds(pp.p.pid)))
+    # The exited children are dropped at podprof's next discovery passes,
+    # whenever they run on a loaded machine: wait for it.
+    wait_for(lambda: pp.metrics()["podprof_targets"] <= 3 and
+             kernel_fds(pp.p.pid) <= base_fds + 2,
+             lambda: "targets dropped and their kernel fds closed (%s targets, kernel fds "
+             "%d -> %d)" % (pp.metrics()["podprof_targets"], base_fds, kernel_fds(pp.p.pid)))
     check(count_fds(pp.p.pid) < 200, "%d fds open" % count_fds(pp.p.pid))
     # A few windows: on a loaded machine one second of the spinner may get
     # no sample at 199 Hz.
@@ -116,7 +128,7 @@ def test_fork_storm():
 def test_library_unmapped_and_threads_churn():
     wl = Workload([DLCHURN, CHURNLIB])
     pp = Podprof("--pid", str(wl.pid), "--set", "cpu.frequency_hz=499")
-    prof = pp.profile("/debug/pprof/profile?seconds=3")
+    prof = profile_naming(pp, {"churn_work", "short_thread"}, 3)
     n = names(prof)
     check("churn_work" in n, "code of the dlopen'ed library not named: %s" % sorted(n)[:30])
     check("short_thread" in n, "short-lived threads not sampled: %s" % sorted(n)[:30])

@@ -7,7 +7,8 @@ import os
 import socket
 import time
 
-from harness import Podprof, Workload, check, decode, go_pprof, run, write_tmp
+from harness import (Podprof, Workload, check, decode, go_pprof, profile_until, run, wait_for,
+                     write_tmp)
 
 DEMO = os.environ.get("WL_DEMO")
 KINDS = ["heap", "allocs", "goroutine", "threadcreate", "block", "mutex"]
@@ -77,16 +78,23 @@ def test_every_profile_decodes():
     # Delta mode.
     t0 = time.time()
     d = pp.profile("/debug/pprof/allocs?seconds=2")
-    check(time.time() - t0 >= 1.9, "delta answered before its window")
+    took = time.time() - t0
+    check(took >= 1.9, "delta answered before its window")
     st, hdr, _ = pp.request("/debug/pprof/mutex?seconds=1")
     check(hdr.get("content-disposition") == 'attachment; filename="mutex-delta"', "delta disposition %r" % hdr.get("content-disposition"))
-    check(1.5e9 < d["duration_nanos"] < 4e9, "delta duration %d" % d["duration_nanos"])
+    # The window lies within the request's span, however late a loaded
+    # machine answers it.
+    check(1.5e9 < d["duration_nanos"] <= took * 1e9, "delta duration %d, request took %.2f s" %
+          (d["duration_nanos"], took))
     pp.stop()
 
 
 def test_symbol_endpoint():
     wl, pp = start()
-    prof = pp.profile("/debug/pprof/profile?seconds=2")
+    # a window with samples of the demo's own code (a loaded machine may
+    # give it none in 2 s)
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=2",
+                         lambda p: any(l["lines"] and l["mapping"] == 1 for l in p["locations"]))
     addrs = [l["address"] for l in prof["locations"] if l["lines"] and l["mapping"] == 1][:5]
     check(addrs, "no symbolized location in the main executable")
     body = "+".join(addrs + ["0", "junk", addrs[0]])
@@ -103,42 +111,45 @@ def test_symbol_endpoint():
 
 
 def test_short_requests_during_long_window():
+    """Short requests are answered while a CPU window is open. The window
+    is checked open before and after them (not assumed from a sleep), and
+    is long enough that no slow machine closes it meanwhile; its own answer
+    is tested by the other tests."""
     wl, pp = start()
-    import threading
-    done = {}
-
-    def long():
-        done["cpu"] = pp.profile("/debug/pprof/profile?seconds=4")
-
-    t = threading.Thread(target=long)
-    t.start()
-    time.sleep(0.5)
+    s = socket.create_connection(("127.0.0.1", pp.port))
+    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 1, "the CPU window to open")
     for path in ["/healthz", "/debug/pprof/heap", "/metrics", "/debug/pprof/goroutine"]:
-        st, _, _ = pp.request(path, timeout=10)
+        st, _, _ = pp.request(path, timeout=60)
         check(st == 200, "%s during a CPU window: %d" % (path, st))
-        check("cpu" not in done, "%s answered only after the CPU window" % path)
-    t.join()
-    check("cpu" in done, "CPU window failed")
+    check(pp.metrics().get("podprof_cpu_windows_open") == 1, "the CPU window ended early")
+    s.close()
+    wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 0, "the CPU window to close")
     pp.stop()
 
 
 def test_client_disconnect_ends_window():
     wl, pp = start()
     s = socket.create_connection(("127.0.0.1", pp.port))
-    s.sendall(b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(1.0)
-    check(pp.metrics().get("podprof_cpu_windows_open") == 1, "window not open")
+    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: x\r\n\r\n")
+    # The server opens the window in its own time: wait for it, not a sleep.
+    wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 1, "the window to open")
     s.close()
-    deadline = time.time() + 5
-    while time.time() < deadline and pp.metrics().get("podprof_cpu_windows_open") != 0:
-        time.sleep(0.2)
-    check(pp.metrics().get("podprof_cpu_windows_open") == 0, "window still open after disconnect")
+    # Closed on the hang-up, long before the window's 120 s would end it.
+    wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 0,
+             "the window to close after the disconnect", timeout=90)
     pp.stop()
 
 
 def test_go_tool_pprof_over_http():
     wl, pp = start()
-    out = go_pprof("-top", "http://127.0.0.1:%d/debug/pprof/profile?seconds=2" % pp.port)
+    # (a window in which a loaded machine gave the demo no sample in them is
+    # taken again; 60 s hang guard)
+    deadline = time.monotonic() + 60
+    while True:
+        out = go_pprof("-top", "http://127.0.0.1:%d/debug/pprof/profile?seconds=2" % pp.port)
+        if "compress_response" in out or "parse_request" in out or time.monotonic() > deadline:
+            break
     check("compress_response" in out or "parse_request" in out, "go tool pprof -top via HTTP:\n%s" % out[:1500])
     out = go_pprof("-top", "-sample_index=alloc_space", "http://127.0.0.1:%d/debug/pprof/allocs" % pp.port)
     check("alloc_space" in out or "Showing" in out, out[:500])

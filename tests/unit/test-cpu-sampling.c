@@ -41,6 +41,11 @@
 #include "util/util.h"
 
 #define FREQ 999
+/* A loaded machine gives the workloads less CPU time than their threads'
+ * worth: the windows last until they had MIN_CPU_NS, and MAX_MS is only a
+ * guard against a hang. */
+#define MIN_CPU_NS 1000000000ull
+#define MAX_MS 60000
 #define MAX_FRAMES 128
 #define MAX_SAMPLES 200000
 
@@ -422,12 +427,16 @@ static struct pp_cpu_sampler *sampler_new(struct collect *c)
 	return s;
 }
 
+/* Polls for ms, at least once: each poll drains everything committed to
+ * the ring (so a drain after a disable is exact, however long the thread
+ * waited for a CPU). */
 static void run_for(struct pp_cpu_sampler *s, unsigned ms)
 {
 	uint64_t end = pp_now_mono_ns() + (uint64_t)ms * 1000000ull;
 
-	while (pp_now_mono_ns() < end)
+	do
 		assert_true(pp_cpu_sampler__poll(s, 50) >= 0);
+	while (pp_now_mono_ns() < end);
 }
 
 /* Enable, run for at least ms and until the process used cpu_target_ns
@@ -456,11 +465,6 @@ static uint64_t sample_until(struct pp_cpu_sampler *s, pid_t pid, unsigned ms,
 	window_edge_ns = (c0 - e0) + (e1 - c1);
 	run_for(s, 200); /* deliver what was taken before the ioctl */
 	return c1 - c0;
-}
-
-static uint64_t sample_window(struct pp_cpu_sampler *s, pid_t pid, unsigned ms)
-{
-	return sample_until(s, pid, ms, 0, ms);
 }
 
 static bool is_root(const char *name)
@@ -509,7 +513,9 @@ static void check_spin(const char *exe, const char *exe_debug, unsigned ms)
 	pid_t pid = start_workload(exe, "2");
 
 	assert_int_equal(pp_cpu_sampler__add_process(s, pid), 0);
-	uint64_t cpu_ns = sample_window(s, pid, ms);
+	/* ms, and on until the spin had 1 s of CPU time (~1,000 samples; a
+	 * loaded machine gives it less than its two threads' worth) */
+	uint64_t cpu_ns = sample_until(s, pid, ms, MIN_CPU_NS, MAX_MS);
 	symtab_for_pid(&t, pid, exe, exe_debug);
 	stop_workload(pid);
 
@@ -598,89 +604,6 @@ static void test_spin_stripped(void **state)
 
 /* ---- forker: new threads and children ------------------------------------ */
 
-static void test_forker(void **state)
-{
-	struct collect c;
-	struct symtab tp = { 0 }, tc = { 0 };
-	int fds0 = count_fds();
-	struct pp_cpu_sampler *s = sampler_new(&c);
-	int fds1 = count_fds();
-	pid_t pid = start_workload(wl_forker, "400");
-
-	assert_int_equal(pp_cpu_sampler__add_process(s, pid), 0);
-	assert_int_equal(pp_cpu_sampler__enable(s, true), 0);
-	run_for(s, 2500);
-
-	/* The forked child. */
-	char path[64], *buf = NULL;
-	size_t len;
-	uint64_t child = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	assert_int_equal(pp_read_file(path, 4096, &buf, &len), 0);
-	assert_non_null(buf);
-	buf[strcspn(buf, " \n")] = 0;
-	assert_int_equal(pp_parse_u64(buf, 10, 1, INT32_MAX, &child), 0);
-	free(buf);
-
-	symtab_for_pid(&tp, pid, NULL, NULL);
-	symtab_for_pid(&tc, (pid_t)child, NULL, NULL);
-
-	size_t parent_main = 0, late_thread = 0, child_main = 0, child_thread = 0, rooted = 0;
-	for (size_t i = 0; i < c.n; i++) {
-		const struct usample *u = &c.v[i];
-		const struct symtab *t = u->pid == pid ? &tp : &tc;
-		const char *leaf = frame_name(t, u, 0);
-		if (is_root(frame_name(t, u, u->n - 1)))
-			rooted++;
-		if (!leaf)
-			continue;
-		if (u->pid == pid && u->tid == pid && !strcmp(leaf, "parent_burn"))
-			parent_main++;
-		if (u->pid == pid && u->tid != pid && !strcmp(leaf, "late_thread_burn"))
-			late_thread++;
-		if (u->pid == (pid_t)child && u->tid == (pid_t)child && !strcmp(leaf, "child_burn"))
-			child_main++;
-		if (u->pid == (pid_t)child && u->tid != (pid_t)child &&
-		    !strcmp(leaf, "child_thread_burn"))
-			child_thread++;
-	}
-	print_message("forker: %zu samples: parent %zu, late thread %zu, child %zu, child thread "
-		      "%zu, rooted %.2f%%\n",
-		      c.n, parent_main, late_thread, child_main, child_thread,
-		      100.0 * (double)rooted / (double)c.n);
-	/*
-	 * ~2 s of 4 busy threads on a shared 2-core machine at 999 Hz gives each
-	 * several hundred samples; 30 is far below any plausible share.
-	 */
-	assert_true(parent_main >= 30);
-	assert_true(late_thread >= 30);
-	assert_true(child_main >= 30);
-	assert_true(child_thread >= 30);
-	assert_true(rooted * 100 >= c.n * 99);
-
-	/* The child was adopted in BPF; removing the parent removes it too,
-	 * and every fd goes with free(). */
-	struct pp_cpu_stats st;
-	pp_cpu_sampler__stats(s, &st);
-	print_message("forker: adopted %" PRIu64 ", sampled processes %" PRIu64 "\n", st.adopted,
-		      st.targets);
-	assert_true(st.adopted >= 1);
-	assert_int_equal(st.targets, 2);
-	assert_int_equal(pp_cpu_sampler__remove_process(s, pid), 0);
-	assert_int_equal(pp_cpu_sampler__remove_process(s, pid), -ENOENT);
-	pp_cpu_sampler__stats(s, &st);
-	assert_int_equal(st.targets, 0);
-	stop_workload(pid);
-	collect_free(&c); /* unwinders' fds */
-	assert_int_equal(count_fds(), fds1);
-	pp_cpu_sampler__free(s);
-	assert_int_equal(count_fds(), fds0);
-	symtab_free(&tp);
-	symtab_free(&tc);
-}
-
-/* ---- thread pools and short-lived threads --------------------------------- */
-
 /* Scheduler runtime of each thread of pid, from /proc/PID/task/TID/schedstat. */
 static size_t thread_runtimes(pid_t pid, struct tid_count *out, size_t max)
 {
@@ -703,6 +626,138 @@ static size_t thread_runtimes(pid_t pid, struct tid_count *out, size_t max)
 	return k;
 }
 
+/* The forker's child, 0 until it has forked. */
+static pid_t forker_child(pid_t pid)
+{
+	char path[64], *buf = NULL;
+	size_t len;
+	uint64_t child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (pp_read_file(path, 4096, &buf, &len) == 0 && buf) {
+		buf[strcspn(buf, " \n")] = 0;
+		if (pp_parse_u64(buf, 10, 1, INT32_MAX, &child) < 0)
+			child = 0;
+	}
+	free(buf);
+	return (pid_t)child;
+}
+
+/* CPU time of pid's main thread, and of its other threads together. */
+static void main_and_others(pid_t pid, uint64_t *ret_main, uint64_t *ret_others)
+{
+	static struct tid_count rt[64];
+	size_t n = thread_runtimes(pid, rt, ARRAY_SIZE(rt));
+
+	*ret_main = *ret_others = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (rt[i].tid == pid)
+			*ret_main = rt[i].n;
+		else
+			*ret_others += rt[i].n;
+	}
+}
+
+/* True once the forker has forked and each of its four burning threads had
+ * cpu_ns of CPU time; *ret_child is the child (0 before the fork). */
+static bool forker_fed(pid_t pid, uint64_t cpu_ns, pid_t *ret_child)
+{
+	uint64_t t[4];
+
+	*ret_child = forker_child(pid);
+	if (!*ret_child)
+		return false;
+	main_and_others(pid, &t[0], &t[1]);
+	main_and_others(*ret_child, &t[2], &t[3]);
+	for (int i = 0; i < 4; i++)
+		if (t[i] < cpu_ns)
+			return false;
+	return true;
+}
+
+static void test_forker(void **state)
+{
+	struct collect c;
+	struct symtab tp = { 0 }, tc = { 0 };
+	int fds0 = count_fds();
+	struct pp_cpu_sampler *s = sampler_new(&c);
+	int fds1 = count_fds();
+	pid_t pid = start_workload(wl_forker, "400");
+
+	assert_int_equal(pp_cpu_sampler__add_process(s, pid), 0);
+	assert_int_equal(pp_cpu_sampler__enable(s, true), 0);
+	/*
+	 * 2.5 s, and on until the child forked and each of the four threads
+	 * had 100 ms of CPU time (~100 samples at FREQ): on a loaded machine
+	 * the fork comes late and each thread gets a small share.
+	 */
+	pid_t child;
+	uint64_t t0 = pp_now_mono_ns();
+	run_for(s, 2500);
+	while (!forker_fed(pid, 100000000ull, &child) &&
+	       pp_now_mono_ns() - t0 < MAX_MS * 1000000ull)
+		run_for(s, 100);
+	assert_true(child > 0);
+
+	symtab_for_pid(&tp, pid, NULL, NULL);
+	symtab_for_pid(&tc, child, NULL, NULL);
+
+	size_t parent_main = 0, late_thread = 0, child_main = 0, child_thread = 0, rooted = 0;
+	for (size_t i = 0; i < c.n; i++) {
+		const struct usample *u = &c.v[i];
+		const struct symtab *t = u->pid == pid ? &tp : &tc;
+		const char *leaf = frame_name(t, u, 0);
+		if (is_root(frame_name(t, u, u->n - 1)))
+			rooted++;
+		if (!leaf)
+			continue;
+		if (u->pid == pid && u->tid == pid && !strcmp(leaf, "parent_burn"))
+			parent_main++;
+		if (u->pid == pid && u->tid != pid && !strcmp(leaf, "late_thread_burn"))
+			late_thread++;
+		if (u->pid == child && u->tid == child && !strcmp(leaf, "child_burn"))
+			child_main++;
+		if (u->pid == child && u->tid != child && !strcmp(leaf, "child_thread_burn"))
+			child_thread++;
+	}
+	print_message("forker: %zu samples: parent %zu, late thread %zu, child %zu, child thread "
+		      "%zu, rooted %.2f%%\n",
+		      c.n, parent_main, late_thread, child_main, child_thread,
+		      100.0 * (double)rooted / (double)c.n);
+	/*
+	 * 100 ms of CPU time is ~100 samples: fewer than 30 is a Poisson miss
+	 * below 1e-15, unless samples were lost (a consumer that fell behind
+	 * loses them, counted), any of which may be this thread's.
+	 */
+	struct pp_cpu_stats st;
+	pp_cpu_sampler__stats(s, &st);
+	assert_true(parent_main + st.lost >= 30);
+	assert_true(late_thread + st.lost >= 30);
+	assert_true(child_main + st.lost >= 30);
+	assert_true(child_thread + st.lost >= 30);
+	assert_true(rooted * 100 >= c.n * 99);
+
+	/* The child was adopted in BPF; removing the parent removes it too,
+	 * and every fd goes with free(). */
+	print_message("forker: adopted %" PRIu64 ", sampled processes %" PRIu64 "\n", st.adopted,
+		      st.targets);
+	assert_true(st.adopted >= 1);
+	assert_int_equal(st.targets, 2);
+	assert_int_equal(pp_cpu_sampler__remove_process(s, pid), 0);
+	assert_int_equal(pp_cpu_sampler__remove_process(s, pid), -ENOENT);
+	pp_cpu_sampler__stats(s, &st);
+	assert_int_equal(st.targets, 0);
+	stop_workload(pid);
+	collect_free(&c); /* unwinders' fds */
+	assert_int_equal(count_fds(), fds1);
+	pp_cpu_sampler__free(s);
+	assert_int_equal(count_fds(), fds0);
+	symtab_free(&tp);
+	symtab_free(&tc);
+}
+
+/* ---- thread pools and short-lived threads --------------------------------- */
+
 /* 128 threads, each busy about 1 ms every 100 ms: every one of them is
  * sampled, and the count matches the process's CPU time. */
 static void test_pool(void **state)
@@ -718,8 +773,8 @@ static void test_pool(void **state)
 	usleep(200 * 1000); /* let the pool start */
 	assert_int_equal(pp_cpu_sampler__add_process(s, pid), 0);
 	n0 = thread_runtimes(pid, rt0, ARRAY_SIZE(rt0));
-	/* 3 s, or until the pool had 128 x 25 ms of CPU time (up to 20 s). */
-	uint64_t cpu_ns = sample_until(s, pid, 3000, 128 * 25000000ull, 20000);
+	/* 3 s, or until the pool had 128 x 25 ms of CPU time (up to 60 s). */
+	uint64_t cpu_ns = sample_until(s, pid, 3000, 128 * 25000000ull, MAX_MS);
 	n1 = thread_runtimes(pid, rt1, ARRAY_SIZE(rt1));
 	for (size_t i = 0; i < c.n_tids; i++)
 		pool_threads += c.tids[i].tid != pid;
@@ -763,7 +818,7 @@ static void test_short_threads(void **state)
 	size_t burn = 0;
 
 	assert_int_equal(pp_cpu_sampler__add_process(s, pid), 0);
-	uint64_t cpu_ns = sample_window(s, pid, 3000);
+	uint64_t cpu_ns = sample_until(s, pid, 3000, MIN_CPU_NS, MAX_MS);
 	symtab_for_pid(&t, pid, wl_pool, NULL);
 	for (size_t i = 0; i < c.n; i++)
 		burn += stack_has(&t, &c.v[i], "short_burn");
@@ -794,7 +849,11 @@ static void test_disable(void **state)
 	run_for(s, 300);
 	assert_int_equal(c.raw, 0); /* created disabled */
 	assert_int_equal(pp_cpu_sampler__enable(s, true), 0);
-	run_for(s, 500);
+	/* until the spin was sampled: a loaded machine may not run it at once */
+	uint64_t t0 = pp_now_mono_ns();
+	do
+		run_for(s, 100);
+	while (c.raw == 0 && pp_now_mono_ns() - t0 < MAX_MS * 1000000ull);
 	assert_true(c.raw > 0);
 	assert_int_equal(pp_cpu_sampler__enable(s, false), 0);
 	run_for(s, 100); /* drain what was taken before the ioctl */

@@ -549,6 +549,33 @@ static size_t count_pid(const struct collector *c, pid_t pid)
 	return n;
 }
 
+static size_t count_kind(const struct collector *c, enum pp_offcpu_kind kind)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n; i++)
+		n += c->v[i].kind == kind;
+	return n;
+}
+
+/*
+ * Polls for at least ms, and on until pid a has want_a events and pid b
+ * want_b (0: any) and there are want_mutex MUTEX events: the workloads
+ * block at their own pace, which a loaded machine slows down. The
+ * deadline only guards against a hang; the counts are asserted after.
+ */
+static void poll_until(struct pp_offcpu *o, const struct collector *c, uint64_t ms, pid_t a,
+		       size_t want_a, pid_t b, size_t want_b, size_t want_mutex)
+{
+	uint64_t end = pp_now_mono_ns() + 60000 * MS;
+
+	poll_for(o, NULL, ms);
+	while ((count_pid(c, a) < want_a || count_pid(c, b) < want_b ||
+		count_kind(c, PP_OFFCPU_MUTEX) < want_mutex) &&
+	       pp_now_mono_ns() < end)
+		poll_for(o, NULL, 100);
+}
+
 static void test_remove_and_exit(void **state)
 {
 	struct pp_offcpu_opts opts = { .stack_bytes = 8192,
@@ -577,7 +604,7 @@ static void test_remove_and_exit(void **state)
 	assert_int_equal(pp_offcpu__enable(o, true), 0);
 	assert_int_equal(pp_offcpu__enable(o, true), 0); /* idempotent */
 	assert_true(pp_offcpu__enabled(o));
-	poll_for(o, NULL, 1000);
+	poll_until(o, &c, 1000, a, 10, b, 10, 2);
 	print_message("  both traced: %zu + %zu events\n", count_pid(&c, a), count_pid(&c, b));
 	assert_true(count_pid(&c, a) >= 10 && count_pid(&c, b) >= 10);
 	/* futex_in_block: every MUTEX event comes again as BLOCK */
@@ -599,7 +626,7 @@ static void test_remove_and_exit(void **state)
 	assert_int_equal(pp_offcpu__remove_process(o, a), -ENOENT);
 	poll_for(o, NULL, 50);
 	c.n = 0;
-	poll_for(o, NULL, 800);
+	poll_until(o, &c, 800, a, 0, b, 5, 0);
 	print_message("  after removing %d: %zu + %zu events\n", (int)a, count_pid(&c, a),
 		      count_pid(&c, b));
 	assert_int_equal(count_pid(&c, a), 0);
@@ -613,7 +640,7 @@ static void test_remove_and_exit(void **state)
 	print_message("  disabled again: %zu events\n", c.n);
 	assert_int_equal(c.n, 0);
 	assert_int_equal(pp_offcpu__enable(o, true), 0);
-	poll_for(o, NULL, 800);
+	poll_until(o, &c, 800, a, 0, b, 3, 0);
 	assert_true(count_pid(&c, b) >= 3);
 
 	/* b dies while traced: polling goes on without error. */
@@ -634,7 +661,7 @@ static void test_remove_and_exit(void **state)
 	/* and a can come back */
 	assert_int_equal(pp_offcpu__add_process(o, a), 0);
 	c.n = 0;
-	poll_for(o, NULL, 700);
+	poll_until(o, &c, 700, a, 3, b, 0, 0);
 	assert_true(count_pid(&c, a) >= 3);
 
 	pp_offcpu__free(o);

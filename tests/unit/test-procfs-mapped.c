@@ -28,6 +28,10 @@
 #include "procfs/procfs.h"
 #include "util/util.h"
 
+/* How long to wait for a child to exec, exit or map: only a guard against a
+ * hang (a loaded machine runs the child late). */
+#define WAIT_NS (60ull * 1000000000ull)
+
 static void assert_fd_is(int fd, const struct pp_map *m)
 {
 	struct stat st;
@@ -99,7 +103,7 @@ static pid_t run_sleep(void)
 	assert_non_null(realpath("/bin/sleep", want));
 	char link[64];
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	for (int i = 0; i < 1000; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		ssize_t n = readlink(link, got, sizeof(got) - 1);
 		if (n > 0) {
 			got[n] = '\0';
@@ -109,7 +113,7 @@ static pid_t run_sleep(void)
 		usleep(2000);
 	}
 	/* and the dynamic loader has mapped libc */
-	for (int i = 0; i < 1000; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		struct pp_map m;
 		char buf[4096];
 		if (find_map(pid, path_has, "libc", &m, buf, sizeof(buf)))

@@ -17,6 +17,10 @@
 #include "procfs/procfs.h"
 #include "util/util.h"
 
+/* How long to wait for a child to exec, exit or map: only a guard against a
+ * hang (a loaded machine runs the child late). */
+#define WAIT_NS (60ull * 1000000000ull)
+
 static struct pp_proc_info ident(pid_t pid, uint64_t start, const char *comm, char *exe)
 {
 	struct pp_proc_info i = { .pid = pid, .start_time = start, .exe = exe };
@@ -183,7 +187,7 @@ static void test_split_read_real(void **state)
 	assert_int_equal(write(go[1], "x", 1), 1);
 	close(go[1]);
 	/* wait for the exec to show */
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		pp_proc_info__free(&after);
 		assert_int_equal(pp_proc__read_ident(child, &after), 0);
 		if (!strcmp(after.comm, "sleep"))

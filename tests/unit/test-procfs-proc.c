@@ -20,6 +20,10 @@
 #include "procfs/procfs.h"
 #include "util/util.h"
 
+/* How long to wait for a child to exec, exit or map: only a guard against a
+ * hang (a loaded machine runs the child late). */
+#define WAIT_NS (60ull * 1000000000ull)
+
 /* ---- stat ---- */
 
 /* Rows for bad input leave the expected fields zero. */
@@ -248,7 +252,7 @@ static void test_info_child(void **state)
 	char *argv2[] = { "/bin/sleep", "1000", NULL };
 	pid = spawn_sleeper(NULL, argv2);
 	/* wait until exec has happened (comm changes to sleep) */
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		if (pp_proc__read_info(pid, &info) == 0) {
 			bool done = strcmp(info.comm, "sleep") == 0;
 			if (done)
@@ -270,7 +274,7 @@ static void test_info_child(void **state)
 
 	/* a zombie keeps stat but loses exe */
 	kill(pid, SIGKILL);
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		if (pp_proc__read_info(pid, &info) == 0) {
 			bool z = info.state == 'Z';
 			if (z)
@@ -320,7 +324,7 @@ static void test_deleted_exe(void **state)
 		_exit(127);
 	}
 	struct pp_proc_info info = { 0 };
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		if (pp_proc__read_info(pid, &info) == 0) {
 			if (info.exe && strcmp(info.exe, path) == 0)
 				break;

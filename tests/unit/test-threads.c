@@ -62,6 +62,10 @@ static pid_t gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
+/* How long to wait for the target to reach a state: only a guard against
+ * a hang (a loaded machine runs the target late). */
+#define WAIT_NS (60ull * 1000000000ull)
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -244,7 +248,7 @@ static char task_state(pid_t pid, pid_t tid)
 /* Waits until the thread's state is one of states (bounded). */
 static bool wait_state(pid_t pid, pid_t tid, const char *states)
 {
-	for (int i = 0; i < 5000; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		if (strchr(states, task_state(pid, tid)))
 			return true;
 		sleep_ms(1);
@@ -269,7 +273,8 @@ static void start_target(struct target *t, bool with_vfork, unsigned vfork_ms)
 	t->shm = shm;
 	t->with_vfork = with_vfork;
 	t->nthreads = with_vfork ? NROLES : NROLES - 1;
-	for (int i = 0; i < 10000 && !__atomic_load_n(&shm->ready, __ATOMIC_SEQ_CST); i++)
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS;
+	     pp_now_mono_ns() < end && !__atomic_load_n(&shm->ready, __ATOMIC_SEQ_CST);)
 		sleep_ms(1);
 	assert_int_equal(__atomic_load_n(&shm->ready, __ATOMIC_SEQ_CST), 1);
 	if (g_churn)
@@ -321,7 +326,7 @@ static void assert_progress(const struct target *t)
 {
 	uint64_t p0 = __atomic_load_n(&t->shm->progress, __ATOMIC_SEQ_CST);
 
-	for (int i = 0; i < 5000; i++) {
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS; pp_now_mono_ns() < end;) {
 		if (__atomic_load_n(&t->shm->progress, __ATOMIC_SEQ_CST) > p0 + 1000)
 			return;
 		sleep_ms(1);
@@ -502,7 +507,8 @@ static void test_signals_delivered(void **state)
 		nanosleep(&ts, NULL);
 	}
 	pthread_join(th, NULL);
-	for (int i = 0; i < 5000 && __atomic_load_n(&t.shm->sigcount, __ATOMIC_SEQ_CST) < sent; i++)
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS;
+	     pp_now_mono_ns() < end && __atomic_load_n(&t.shm->sigcount, __ATOMIC_SEQ_CST) < sent;)
 		sleep_ms(1);
 	fprintf(stderr, "# %d signals sent, %d handled, %d re-delivered from a stop\n", sent,
 		__atomic_load_n(&t.shm->sigcount, __ATOMIC_SEQ_CST), l.reinjected);
@@ -745,7 +751,8 @@ static void test_d_state_timeout(void **state)
 	assert_released(t.pid);
 	assert_int_equal(__atomic_load_n(&t.shm->vfork_done, __ATOMIC_SEQ_CST), 0);
 	/* When the vfork child exits the thread carries on, never stopped. */
-	for (int i = 0; i < 10000 && !__atomic_load_n(&t.shm->vfork_done, __ATOMIC_SEQ_CST); i++)
+	for (uint64_t end = pp_now_mono_ns() + WAIT_NS;
+	     pp_now_mono_ns() < end && !__atomic_load_n(&t.shm->vfork_done, __ATOMIC_SEQ_CST);)
 		sleep_ms(1);
 	assert_int_equal(__atomic_load_n(&t.shm->vfork_done, __ATOMIC_SEQ_CST), 1);
 	assert_released(t.pid);
