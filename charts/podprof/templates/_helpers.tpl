@@ -128,12 +128,17 @@ true
 {{- $v := include "podprof.valuesYaml" . | fromYaml -}}
 {{- $port := include "podprof.port" . -}}
 checksum/config: {{ include "podprof.configFile" . | sha256sum }}
-{{- /* Alloy names a service after the scraped port's container (podprof) without it. */}}
-pyroscope.io/service_name: {{ default (printf "%s/%s" .Release.Namespace .Release.Name) $v.serviceName | quote }}
+{{- /* Alloy names a service after the scraped port's container (podprof) without it;
+current Grafana configs read the second, OpenTelemetry-based ones the third. */}}
+{{- $svc := default (printf "%s/%s" .Release.Namespace .Release.Name) $v.serviceName | quote }}
+pyroscope.io/service_name: {{ $svc }}
+profiles.grafana.com/service_name: {{ $svc }}
+resource.opentelemetry.io/service.name: {{ $svc }}
 {{- if $v.scrape.parca.enabled }}
+{{- /* No parca.dev/path: Parca's stock chart maps it to __metrics_path__, which
+Parca ignores, and podprof serves Parca's default paths. */}}
 parca.dev/scrape: "true"
 parca.dev/port: {{ $port | quote }}
-parca.dev/path: /debug/pprof
 {{- end }}
 {{- if $v.scrape.alloy.enabled }}
 {{- $paths := dict "cpu" "profile" "memory" "allocs" "goroutine" "goroutine" "block" "block" "mutex" "mutex" }}
