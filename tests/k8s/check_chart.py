@@ -51,6 +51,13 @@ def main(argv):
     walk(schema, "", errs)
     values = yaml.safe_load(open(os.path.join(chart, "values.yaml")))
     covered(values, schema, "", errs)
+    # goroutine dumps stop every thread of the app per scrape: opt-in only.
+    alloy = values["scrape"]["alloy"]
+    if "goroutine" in alloy["profiles"]:
+        errs.append("values.yaml: scrape.alloy.profiles must not include goroutine by default")
+    enum = schema["properties"]["scrape"]["properties"]["alloy"]["properties"]["profiles"]["items"]["enum"]
+    if "goroutine" not in enum:
+        errs.append("values.schema.json: users can no longer opt into goroutine")
     if values["image"]["tag"] != str(meta.get("appVersion")):
         errs.append(f"values.yaml image.tag {values['image']['tag']} != appVersion {meta.get('appVersion')}")
     helpers = open(os.path.join(chart, "templates/_helpers.tpl")).read()

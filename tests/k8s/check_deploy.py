@@ -12,6 +12,7 @@ usage: check_deploy.py DEPLOY_DIR RENDERED_USER_APP.yaml [RENDERED_USER_APP_SCRA
 """
 import hashlib
 import os
+import re
 import sys
 
 import yaml
@@ -19,6 +20,53 @@ import yaml
 
 def load(path):
     return [d for d in yaml.safe_load_all(open(path)) if d]
+
+
+SVC_KEYS = ("pyroscope.io/service_name", "profiles.grafana.com/service_name",
+            "resource.opentelemetry.io/service.name")
+
+# Fields of Parca's config structs (parca-dev/parca pkg/config/config.go,
+# checked at commit 00bb3fbafc15): Parca decodes with KnownFields(true), so
+# any other key makes it refuse the file.
+PARCA_PROFILING = {"pprof_config", "path_prefix"}
+PARCA_PPROF = {"enabled", "path", "delta", "keep_sample_type"}
+
+
+def service_names(ann, what, errs):
+    """The three service-name annotations are all present and equal."""
+    got = [ann.get(k) for k in SVC_KEYS]
+    if not got[0] or len(set(got)) != 1:
+        errs.append(f"{what}: service-name annotations {dict(zip(SVC_KEYS, got))} are not all set alike")
+
+
+def check_parca(path, errs):
+    """Parca job: goroutine off, path_prefix in profiling_config, only known fields,
+    no __metrics_path__ (Parca ignores it)."""
+    cfg = load(path)[0]
+    for job in cfg["scrape_configs"]:
+        what = f"{os.path.basename(path)} job {job['job_name']}"
+        pc = job.get("profiling_config")
+        if not isinstance(pc, dict):
+            errs.append(f"{what}: no profiling_config (Parca's defaults scrape goroutine)")
+            continue
+        if set(pc) - PARCA_PROFILING:
+            errs.append(f"{what}: profiling_config has unknown fields {sorted(set(pc) - PARCA_PROFILING)}")
+        if "path_prefix" not in pc:
+            errs.append(f"{what}: profiling_config.path_prefix missing")
+        for name, p in (pc.get("pprof_config") or {}).items():
+            if set(p or {}) - PARCA_PPROF:
+                errs.append(f"{what}: pprof_config.{name} has unknown fields {sorted(set(p) - PARCA_PPROF)}")
+        g = (pc.get("pprof_config") or {}).get("goroutine") or {}
+        if g.get("enabled") is not False:
+            errs.append(f"{what}: goroutine not disabled")
+        for r in job.get("relabel_configs") or []:
+            if r.get("target_label") == "__metrics_path__":
+                errs.append(f"{what}: relabels __metrics_path__, which Parca ignores")
+
+
+def alloy_goroutine(text):
+    """enabled values of every profile.goroutine block in an Alloy file."""
+    return re.findall(r"profile\.goroutine\s*\{\s*enabled\s*=\s*(true|false)", text)
 
 
 def main(argv):
@@ -53,7 +101,7 @@ def main(argv):
     ann = checkout["metadata"]["annotations"]
     for k, v in tmpl["metadata"]["annotations"].items():
         # service_name is per workload: the component cannot set it
-        if k not in ("checksum/config", "pyroscope.io/service_name") and ann.get(k) != v:
+        if k not in ("checksum/config",) + SVC_KEYS and ann.get(k) != v:
             errs.append(f"component's annotation {k} differs from deployment.yaml's")
     untouched = deps["untouched"]["spec"]["template"]["spec"]
     if untouched.get("initContainers") or untouched.get("shareProcessNamespace"):
@@ -72,8 +120,9 @@ def main(argv):
         if got != [sidecar] or not t["spec"].get("shareProcessNamespace"):
             errs.append(f"component did not add the sidecar to the annotated {kind}")
     ledger = [d for d in user if d["kind"] == "StatefulSet"][0]["spec"]["template"]
-    if ledger["metadata"]["annotations"].get("pyroscope.io/service_name") != "shop/ledger":
-        errs.append("component changed the workload's pyroscope.io/service_name")
+    if [ledger["metadata"]["annotations"].get(k) for k in SVC_KEYS] != ["shop/ledger"] * 3:
+        errs.append("component changed the workload's service-name annotations")
+    service_names(tmpl["metadata"]["annotations"], "deployment.yaml", errs)
     if "127.0.0.1:" not in cfg_file.split("\nlisten:")[1].split("\n")[0]:
         errs.append("sidecar/podprof.yaml: the default listen address must be loopback")
 
@@ -90,6 +139,13 @@ def main(argv):
             a = t["metadata"].get("annotations") or {}
             if a.get("parca.dev/scrape") != "true" or a.get("profiles.grafana.com/cpu.port_name") != "pprof":
                 errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']} lacks the scrape annotations")
+            alloy = {k.split("/", 1)[1].split(".")[0] for k, v in a.items()
+                     if k.startswith("profiles.grafana.com/") and k.endswith(".scrape") and v == "true"}
+            if alloy != {"cpu", "memory", "block", "mutex"}:
+                errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: Alloy scrapes {sorted(alloy)}"
+                            " (goroutine must stay opt-in)")
+            if "parca.dev/path" in a:
+                errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: parca.dev/path is a no-op in Parca's stock chart")
             pp = [c for c in t["spec"]["initContainers"] if c["name"] == "podprof"]
             mounts = {m["name"]: m["mountPath"] for m in (pp[0].get("volumeMounts") or [])} if pp else {}
             tf = (cfg.get("http") or {}).get("token_file", "")
@@ -97,6 +153,18 @@ def main(argv):
                 errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: token Secret not mounted where token_file points")
             if "podprof-config" not in mounts:
                 errs.append(f"sidecar-scrape: {d['kind']}/{d['metadata']['name']}: the config mount was lost")
+
+    for f in ("parca.yaml", "parca-static.yaml"):
+        check_parca(os.path.join(deploy, "scrape", f), errs)
+    static = alloy_goroutine(open(os.path.join(deploy, "scrape/alloy-static.alloy")).read())
+    if static != ["false"]:
+        errs.append(f"scrape/alloy-static.alloy: profile.goroutine enabled {static}, want false")
+    # alloy.alloy: one pipeline per type; only the goroutine one (kept for pods
+    # that opt in with profiles.grafana.com/goroutine.scrape) enables it.
+    text = open(os.path.join(deploy, "scrape/alloy.alloy")).read()
+    for m in re.finditer(r'pyroscope\.scrape "podprof_(\w+)" \{(.*?)\n\}', text, re.S):
+        if alloy_goroutine(m.group(2)) != ["true" if m.group(1) == "goroutine" else "false"]:
+            errs.append(f"scrape/alloy.alloy: pipeline {m.group(1)} has goroutine {alloy_goroutine(m.group(2))}")
 
     svc = load(os.path.join(deploy, "service.yaml"))[0]
     if [p["name"] for p in svc["spec"]["ports"]] != ["pprof"]:

@@ -85,13 +85,31 @@ def main(argv):
                 r = other.get("resources") or {}
                 if r.get("limits") != r.get("requests"):
                     errs.append(f"{name}: container {other['name']} breaks Guaranteed QoS")
-        if (values.get("scrape") or {}).get("parca", {}).get("enabled") and ann.get("parca.dev/scrape") != "true":
-            errs.append(f"{name}: scrape.parca.enabled but no parca.dev/scrape annotation")
-        if (values.get("scrape") or {}).get("alloy", {}).get("enabled") and \
-                ann.get("profiles.grafana.com/cpu.port_name") != "pprof":
-            errs.append(f"{name}: scrape.alloy.enabled but no profiles.grafana.com annotations")
-        if not ann.get("pyroscope.io/service_name", "").count("/") == 1:
-            errs.append(f"{name}: no pyroscope.io/service_name <namespace>/<name> annotation")
+        scrape = values.get("scrape") or {}
+        if (scrape.get("parca") or {}).get("enabled"):
+            if ann.get("parca.dev/scrape") != "true" or ann.get("parca.dev/port") != str(port):
+                errs.append(f"{name}: scrape.parca.enabled but no parca.dev/scrape and port annotations")
+            # Parca's stock chart maps it to __metrics_path__, which Parca ignores.
+            if "parca.dev/path" in ann:
+                errs.append(f"{name}: parca.dev/path written (a no-op in Parca's stock chart)")
+        alloy = scrape.get("alloy") or {}
+        if alloy.get("enabled"):
+            # goroutine (a ptrace stop of every thread per scrape) only on request.
+            want_p = set(alloy.get("profiles") or ["cpu", "memory", "block", "mutex"])
+            got_p = {k.split("/", 1)[1].split(".")[0] for k, v in ann.items()
+                     if k.startswith("profiles.grafana.com/") and k.endswith(".scrape") and v == "true"}
+            if got_p != want_p:
+                errs.append(f"{name}: Alloy scrapes {sorted(got_p)}, want {sorted(want_p)}")
+            if ann.get("profiles.grafana.com/cpu.port_name") != "pprof":
+                errs.append(f"{name}: scrape.alloy.enabled but no profiles.grafana.com port annotations")
+        elif any(k.endswith(".scrape") and k.startswith("profiles.grafana.com/") for k in ann):
+            errs.append(f"{name}: Alloy scrape annotations without scrape.alloy.enabled")
+        svc_names = [ann.get(k) for k in ("pyroscope.io/service_name", "profiles.grafana.com/service_name",
+                                           "resource.opentelemetry.io/service.name")]
+        want_svc = values.get("serviceName") or None
+        if len(set(svc_names)) != 1 or not svc_names[0] or \
+                (svc_names[0] != want_svc if want_svc else svc_names[0].count("/") != 1):
+            errs.append(f"{name}: service-name annotations {svc_names}: want the same <namespace>/<name> in all three")
         want_c = values.get("targetContainer") or ("app" if (values.get("demo") or {}).get("enabled") else "")
         if want_c and not (values.get("config") or {}).get("targets"):
             got_t = cfg.get("targets") or []

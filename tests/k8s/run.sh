@@ -63,6 +63,12 @@ t_helm_lint() {
 	fi
 	grep -q 'loopback-only' "$work/t.out" || { cat "$work/t.out"; fail "no loopback message"; }
 	echo "ok   loopback listen with scraping is refused"
+	# goroutine stays available to Alloy users who ask for it.
+	helm template r "$chart" --set demo.enabled=true --set scrape.alloy.enabled=true \
+		--set 'scrape.alloy.profiles={cpu,goroutine}' >"$work/t.out" || fail "goroutine opt-in render"
+	grep -q 'profiles.grafana.com/goroutine.scrape: "true"' "$work/t.out" || fail "goroutine opt-in not annotated"
+	if grep -q 'profiles.grafana.com/memory.scrape' "$work/t.out"; then fail "profiles list not honoured"; fi
+	echo "ok   scrape.alloy.profiles opts into goroutine"
 }
 
 # Render every ci values file for an old and a new cluster; validate, lint
