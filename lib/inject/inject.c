@@ -485,18 +485,19 @@ static int module_bias(Elf *elf, const struct pp_map *m, uint64_t *ret)
  * plus its PLT range (a lazy slot not yet bound points there). */
 static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out, size_t max,
 		       size_t *ret_n, uint64_t *plt_lo, uint64_t *plt_hi, bool *ret_static,
-		       uint64_t *defs)
+		       uint64_t *defs, uint64_t *ret_relro)
 {
 	Elf *elf;
 	Elf_Scn *scn = NULL;
 	size_t shstr = 0, n = 0, nph = 0;
-	uint64_t bias = 0;
-	bool dyn = false;
+	uint64_t bias = 0, relro = 0;
+	bool dyn = false, has_relro = false;
 	int fd, r = 0;
 
 	*ret_n = 0;
 	*plt_lo = *plt_hi = 0;
 	*ret_static = false;
+	*ret_relro = 0;
 	fd = pp_proc__open_mapped(pid, m);
 	if (fd < 0)
 		return fd;
@@ -509,8 +510,17 @@ static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out
 		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
 
-			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_DYNAMIC)
+			if (!gelf_getphdr(elf, (int)i, &ph))
+				continue;
+			if (ph.p_type == PT_DYNAMIC)
 				dyn = true;
+			/* the pages the loader makes read-only: whole pages
+			 * within the segment (none if it spans no page end) */
+			if (ph.p_type == PT_GNU_RELRO &&
+			    (ph.p_vaddr & ~4095ull) != ((ph.p_vaddr + ph.p_memsz) & ~4095ull)) {
+				has_relro = true;
+				relro = ph.p_vaddr & ~4095ull;
+			}
 		}
 	}
 	*ret_static = !dyn;
@@ -518,6 +528,8 @@ static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out
 		r = dyn ? -ENOEXEC : 0;
 		goto out;
 	}
+	if (has_relro)
+		*ret_relro = bias + relro;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		const char *sn;
@@ -678,7 +690,7 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 	pp_open_budget__init(&budget);
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct pp_map *m = &maps.v[i];
-		uint64_t lo, hi;
+		uint64_t lo, hi, relro;
 		size_t nf = 0, k;
 		bool seen = false, is_static = false;
 		struct module *mo;
@@ -705,7 +717,16 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 		if (scan_module(inj->pid, m, found, MAX_SLOTS, &nf, &lo, &hi, &is_static,
 				inj->alloc_path[0] && strcmp(m->path, inj->alloc_path) == 0
 					? inj->def
-					: NULL) < 0)
+					: NULL,
+				&relro) < 0)
+			continue;
+		/* A module the loader is still loading (dlopen in progress): its
+		 * slots may not be relocated yet, and a scan would record them
+		 * as they are. The loader makes the RELRO segment read-only
+		 * after relocating, which changes the maps: the module is
+		 * scanned at that change (pp_inject__patch), not now. */
+		const struct pp_map *rm = relro ? pp_maps__find(&maps, relro) : NULL;
+		if (rm && (rm->prot & PP_PROT_W))
 			continue;
 		if (is_static && ret_static_exe && strcmp(m->path, exe) == 0)
 			*ret_static_exe = true;

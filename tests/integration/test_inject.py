@@ -388,6 +388,14 @@ def test_stack_copy_fits():
 
     wait_for(deep_seen, lambda: "a short copy, then the full copy again, in the deep phase "
              "(copy bytes, short copies): %s" % (stack_copy_metrics(pp, wl.pid),))
+
+    # ... and on until a deep sample was copied whole after that (the
+    # copy's growth is seen before any sample taken with it).
+    def deep_whole():
+        h = pp.profile("/debug/pprof/heap")
+        return any("deep_site" in frames(h, s) and "main" in frames(h, s) for s in h["samples"])
+
+    wait_for(deep_whole, "a deep_site stack reaching main in the heap profile")
     wl.p.send_signal(signal.SIGUSR1)
     line = wl.p.stdout.readline().decode().split()
     check(line[:1] == ["idle"], "depth said %r" % line)
