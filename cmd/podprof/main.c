@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <netdb.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@
 
 #include "agent/agent.h"
 #include "config/config.h"
+#include "inject/inject.h"
 #include "podprof-config.h"
 #include "symbolize/isolate.h"
 #include "util/caps.h"
@@ -558,6 +560,19 @@ int main(int argc, char **argv)
 	}
 	pp_info("podprof %s starting (config %s)", PODPROF_VERSION, cfg->source);
 	raise_nofile();
+	if (cfg->heap.agent_dir) {
+		/* before the server answers: a startup probe on podprof gates
+		 * the application's start on the file being there */
+		char path[PATH_MAX];
+		int r = pp_inject__install_preload(cfg->heap.agent_dir, path, sizeof(path));
+
+		if (r < 0)
+			pp_err("heap.agent_dir: cannot write the agent into %s: %s (applications "
+			       "started now run without it)",
+			       cfg->heap.agent_dir, strerror(-r));
+		else
+			pp_info("heap: agent for LD_PRELOAD written to %s", path);
+	}
 	struct pp_agent_opts ao = { .serve = true, .token = token };
 	struct pp_agent *a = pp_agent__new(cfg, &ao);
 	pp_config__free(cfg);

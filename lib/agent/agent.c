@@ -402,7 +402,10 @@ static int heap_attach(void *ctx, const struct pp_collector_attach *req)
 	if (r == 0) {
 		struct pp_heap_proc_stats hs;
 		unw_prepare(a, pid);
-		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.injected)
+		if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.preloaded)
+			pp_info("heap: tracing pid %d (%s) allocator %s (preloaded agent%s)", pid,
+				comm, hs.allocator, hs.agent_reused ? ", reused" : "");
+		else if (pp_heap_tracer__proc_stats(a->heap, pid, &hs) == 0 && hs.injected)
 			pp_info("heap: tracing pid %d (%s) allocator %s (injected agent%s, %u "
 				"slots in "
 				"%u modules, pause %.2f ms; %s)",

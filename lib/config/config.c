@@ -47,6 +47,7 @@ enum ktype {
 	K_DOUBLE,
 	K_ENUM, /* stored as int */
 	K_STR, /* optional string, "" or null = NULL */
+	K_DIR, /* optional absolute directory path, "" or null = NULL */
 	K_LISTEN, /* main listen address, "0"/"" = disabled */
 	K_TLISTEN, /* a target's listen address, null = main server */
 	K_NAME, /* target name */
@@ -84,11 +85,9 @@ static const struct enum_val unwind_vals[] = {
 };
 
 static const struct enum_val heap_mode_vals[] = {
-	{ "auto", PP_HEAP_MODE_AUTO, false },
-	{ "inject", PP_HEAP_MODE_INJECT, false },
-	{ "uprobe", PP_HEAP_MODE_UPROBE, false },
-	{ "off", PP_HEAP_MODE_OFF, false },
-	{ NULL, 0, false },
+	{ "auto", PP_HEAP_MODE_AUTO, false },	    { "inject", PP_HEAP_MODE_INJECT, false },
+	{ "uprobe", PP_HEAP_MODE_UPROBE, false },   { "off", PP_HEAP_MODE_OFF, false },
+	{ "preload", PP_HEAP_MODE_PRELOAD, false }, { NULL, 0, false },
 };
 
 static const struct enum_val policy_vals[] = {
@@ -158,6 +157,7 @@ static const struct key_def config_keys[] = {
 	  .dmax = 100 },
 	E("heap.over_budget", heap.over_budget, policy_vals),
 	E("heap.mode", heap.mode, heap_mode_vals),
+	{ .key = "heap.agent_dir", .type = K_DIR, .off = OFF(heap.agent_dir) },
 	B("offcpu.enabled", offcpu.enabled),
 	U("offcpu.min_block_us", offcpu.min_block_us, 0, 60000000),
 	B("offcpu.always_on", offcpu.always_on),
@@ -776,8 +776,11 @@ static int apply_value(void *base, const struct key_def *k, const struct val *v,
 		}
 		return msgf(msg, msglen, "%s is not one of: %s", g, list);
 	case K_STR:
+	case K_DIR:
 		if (!v->s && strcmp(v->what, "nothing") != 0)
 			return msgf(msg, msglen, "expected a string, got %s", g);
+		if (k->type == K_DIR && s && *s && s[0] != '/')
+			return msgf(msg, msglen, "expected an absolute directory path, got %s", g);
 		return set_string((char **)field, s && *s ? s : NULL);
 	case K_LISTEN:
 	case K_TLISTEN: {
@@ -1443,6 +1446,7 @@ void pp_config__free(struct pp_config *c)
 	free(c->source);
 	free(c->listen);
 	free(c->http.token_file);
+	free(c->heap.agent_dir);
 	free(c);
 }
 

@@ -25,14 +25,16 @@
 enum pp_unwind_mode { PP_UNWIND_DWARF = 0, PP_UNWIND_FRAME_POINTER };
 /* auto: pause on the uprobe path (every call traps), warn with the agent. */
 enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE, PP_HEAP_POLICY_AUTO };
-/* How allocations are seen: an agent injected into the process (inject),
- * uprobes on the allocator (uprobe), inject with uprobes as the fallback
+/* How allocations are seen: the agent the dynamic loader loaded at the
+ * process's start (preload), an agent injected into the process (inject),
+ * uprobes on the allocator (uprobe), preload then inject then uprobes
  * (auto), or not at all (off). */
 enum pp_heap_mode {
 	PP_HEAP_MODE_AUTO = 0,
 	PP_HEAP_MODE_INJECT,
 	PP_HEAP_MODE_UPROBE,
-	PP_HEAP_MODE_OFF
+	PP_HEAP_MODE_OFF,
+	PP_HEAP_MODE_PRELOAD, /* only an agent the loader loaded (LD_PRELOAD) */
 };
 
 /*
@@ -82,7 +84,10 @@ struct pp_config {
 		unsigned ring_mib; /* BPF ring of heap events in MiB, 0..256; 0 (default): from the rate */
 		double budget_percent; /* overhead budget in % of one CPU, default 5 (0.1..100) */
 		enum pp_heap_policy over_budget; /* "auto" (default), "warn" or "pause" */
-		enum pp_heap_mode mode; /* "auto" (default), "inject", "uprobe", "off" */
+		enum pp_heap_mode mode; /* "auto" (default), "preload", "inject", "uprobe", "off" */
+		/* where podprof writes libpodprof-agent.so at start, before it
+		 * serves (a volume shared with the application); NULL: nowhere */
+		char *agent_dir;
 	} heap;
 
 	struct {

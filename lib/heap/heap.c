@@ -694,6 +694,38 @@ static void clear_live(struct pp_heap_tracer *t, uint32_t slot)
 	}
 }
 
+/* heap.mode preload/auto: enable the agent the loader loaded and read its
+ * ring. Nothing of the target is stopped, mapped or redirected. */
+static int attach_preload(struct pp_heap_tracer *t, struct heap_proc *p)
+{
+	/* the agent's ring: the BPF ring's size for the same rate (a burst
+	 * of samples waits there until podprof reads it) */
+	struct pp_inject_opts io = {
+		.sample_rate = t->opts.sample_rate,
+		.ring_bytes = pp_heap_ring_size(t->opts.ring_bytes, t->opts.sample_rate),
+	};
+	int r, e = 0;
+
+	r = pp_inject__preload_find(p->pid, &io, &p->inj, p->mode_reason, sizeof(p->mode_reason));
+	if (r < 0)
+		return r;
+	p->ring_tids = calloc(RING_THREADS, sizeof(*p->ring_tids));
+	p->ring_tried = calloc(RING_THREADS, sizeof(*p->ring_tried));
+	if (p->ring_tids && p->ring_tried)
+		p->ring = pp_inject__ring_open(p->inj, stack_full(t), &e);
+	else
+		e = -ENOMEM;
+	if (!p->ring) {
+		snprintf(p->mode_reason, sizeof(p->mode_reason),
+			 "cannot read the preloaded agent's ring (%s)", strerror(-e));
+		pp_inject__unload(p->inj); /* dormant again */
+		p->inj = NULL;
+		return e ? e : -EIO;
+	}
+	p->mode_reason[0] = '\0';
+	return 0;
+}
+
 /* heap.mode inject/auto: map the agent, probe its notification points,
  * then redirect the slots (so no sampled call is missed). On failure the
  * reason is in p->mode_reason and the target is as it was. */
@@ -813,11 +845,17 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	}
 	__atomic_store_n(&t->slot_ids[slot], ((uint64_t)p->gen << 32) | (uint32_t)pid,
 			 __ATOMIC_RELEASE);
-	r = attach_inject(t, p);
-	if (r < 0 && t->opts.mode == PP_HEAP_MODE_INJECT) {
+	r = -EOPNOTSUPP;
+	if (t->opts.mode == PP_HEAP_MODE_AUTO || t->opts.mode == PP_HEAP_MODE_PRELOAD)
+		r = attach_preload(t, p);
+	if (r < 0 && t->opts.mode == PP_HEAP_MODE_PRELOAD) {
 		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
 	} else if (r < 0 && r != -ESRCH) {
-		r = attach_links(t, p);
+		r = attach_inject(t, p);
+		if (r < 0 && t->opts.mode == PP_HEAP_MODE_INJECT)
+			snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
+		else if (r < 0 && r != -ESRCH)
+			r = attach_links(t, p);
 	}
 	if (r < 0) {
 		__atomic_store_n(&t->slot_ids[slot], 0, __ATOMIC_RELEASE);
@@ -835,9 +873,10 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_unlock(&t->ops);
 	pp_dbg("heap: pid %d: %s (%s), %s", (int)pid, p->alloc.name, p->alloc.path,
-	       p->inj	    ? "injected agent"
-	       : p->session ? "uprobe session"
-			    : "uretprobe");
+	       pp_inject__preloaded(p->inj) ? "preloaded agent"
+	       : p->inj			    ? "injected agent"
+	       : p->session		    ? "uprobe session"
+					    : "uretprobe");
 	return 0;
 }
 
@@ -1164,6 +1203,7 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 	ret->probe_fallbacks = p->fallbacks;
 	ret->pause_overhead_percent = p->pause_overhead;
 	ret->injected = p->inj != NULL;
+	ret->preloaded = pp_inject__preloaded(p->inj);
 	snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", p->mode_reason);
 	{
 		const struct stack_fit *f = &t->fit[p->slot];

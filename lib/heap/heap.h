@@ -58,7 +58,8 @@ struct pp_heap_opts {
 	double budget_percent; /* of one CPU */
 	enum pp_heap_policy over_budget;
 	bool no_session; /* appended: never try the uprobe session (tests, diagnostics) */
-	enum pp_heap_mode mode; /* appended: auto (default), inject, uprobe (off: never attach) */
+	enum pp_heap_mode
+		mode; /* appended: auto (default), preload, inject, uprobe (off: never attach) */
 	unsigned ring_bytes; /* appended: BPF ring buffer size, rounded up to a power of two; 0 = from
 			      * the sample rate (pp_heap_ring_size) */
 };
@@ -92,6 +93,7 @@ struct pp_heap_proc_stats {
 	double pause_overhead_percent; /* the estimate that triggered the pause (0: not paused) */
 	/* Injected agent (heap.mode inject/auto): */
 	bool injected; /* allocations seen through the agent, not uprobes */
+	bool preloaded; /* that agent was loaded at start (LD_PRELOAD), not injected */
 	bool agent_reused; /* an agent left by an earlier podprof was reused */
 	char mode_reason[160]; /* why not injected ("" when injected or mode uprobe) */
 	unsigned inject_slots; /* GOT slots redirected */

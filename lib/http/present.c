@@ -109,6 +109,18 @@ static void metrics_heap(const struct pp_metrics *m, struct pp_buf *o)
 		pp_buf_printf(o, "podprof_heap_injected{pid=\"%d\",reason=\"%s\"} %d\n", t->pid,
 			      reason, t->heap.injected);
 	}
+	pp_buf_printf(o, "# HELP podprof_heap_mode How a process's allocations are seen: "
+			 "preload (the agent the loader loaded at its start), inject (the "
+			 "agent mapped at run time) or uprobe.\n"
+			 "# TYPE podprof_heap_mode gauge\n");
+	for (size_t i = 0; i < m->n_listed; i++) {
+		const struct pp_present_target *t = &m->targets[i];
+		if (t->have_heap)
+			pp_buf_printf(o, "podprof_heap_mode{pid=\"%d\",mode=\"%s\"} 1\n", t->pid,
+				      t->heap.preloaded	 ? "preload"
+				      : t->heap.injected ? "inject"
+							 : "uprobe");
+	}
 	pp_buf_printf(o, "# HELP podprof_heap_inject_pause_seconds Longest stop of a target "
 			 "thread while injecting.\n"
 			 "# TYPE podprof_heap_inject_pause_seconds gauge\n");
@@ -406,7 +418,11 @@ void pp_present__heap_comments(const struct pp_heap_comment_stats *s, char ***re
 				ht->paused ? " (paused: over budget)" : "", ps->vm_rss_kb,
 				ps->vm_size_kb, ps->vm_hwm_kb, ps->vm_data_kb, ps->vm_stk_kb,
 				ps->vm_lck_kb, ps->vm_swap_kb);
-		if (ht->injected)
+		if (ht->preloaded)
+			c[n++] = strfmt("pid %d: heap mode=preload (agent loaded at start%s): "
+					"nothing stopped or redirected",
+					t->pid, ht->agent_reused ? ", reused" : "");
+		else if (ht->injected)
 			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
 					"modules (%s), pause %.2f ms",
 					t->pid, ht->agent_reused ? " reused" : "", ht->inject_slots,

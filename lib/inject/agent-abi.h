@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define PP_AGENT_MAGIC 0x31544e4741505050ull /* "PPPAGNT1" */
-#define PP_AGENT_VERSION 4u
+#define PP_AGENT_VERSION 5u
 #define PP_AGENT_MEMFD_NAME "podprof-agent"
 
 /* Entry points the agent wraps (GOT slots it can take over). */
@@ -57,7 +57,10 @@ enum pp_agent_fn {
 #define PP_AG_FIRST_CXX PP_AG_NEW
 
 /* At offset 0 of the image (read-only in the target). Offsets are from
- * the image start. */
+ * the image start. In the preloaded shared object (libpodprof-agent.so,
+ * the same source built with PP_AGENT_SO) the header sits 64-byte aligned
+ * in its read-only data, relocated by the loader: its offsets there are
+ * addresses, and data_off is the address of struct pp_agent_data. */
 struct pp_agent_hdr {
 	uint64_t magic;
 	uint32_t version, nfn;
@@ -106,7 +109,24 @@ struct pp_agent_data {
 	/* In-process ring (see struct pp_agent_rec), podprof's side: */
 	uint64_t ring_on; /* podprof reads the ring: record samples in it */
 	uint64_t ring_copy; /* stack bytes to copy per sample (0: none, kernel path) */
-	uint64_t pad[5];
+	/* Preloaded agent only: 0 (dormant, the wrappers only forward) until
+	 * podprof has written the rate, seed and table and sets it. */
+	uint64_t enabled;
+	uint64_t preload; /* written by the agent: loaded by ld.so, no kernel path */
+	uint64_t notes; /* THREAD records written (first allocation of a thread) */
+	/* written by the agent at load, on the main thread: its slot (index
+	 * + 1) and an address on its stack, for podprof to give it a range
+	 * before its first sample */
+	uint64_t main_slot, main_sp;
+	/* Preloaded agent's ring: mapped by the agent when it first needs it
+	 * (nothing while dormant), ring_req bytes (a power of two podprof
+	 * sizes from the rate); ring_map = its address | log2 of its size.
+	 * podprof sets release when it stops: the agent's next call while
+	 * dormant gives the ring's pages back (MADV_DONTNEED). The injected
+	 * agent's ring is ring[] below (ring_map 0). A preloaded agent's
+	 * struct ends before ring[]. */
+	uint64_t ring_req, ring_map, release;
+	uint64_t writers; /* threads writing a record into it now */
 	/* the agent's side, one line for the positions, one for counters */
 	uint64_t ring_claimed __attribute__((aligned(64))); /* head + owed FREE records */
 	uint64_t ring_head; /* bytes reserved */
@@ -143,8 +163,23 @@ struct pp_agent_data {
  * to the kernel path (the uprobe on pp_agent_sampled_alloc), as do its
  * FREE, samples of a thread whose stack range podprof has not written yet,
  * and samples on another stack (signal or fiber stacks).
+ *
+ * The preloaded agent has no kernel path: an ALLOC that does not fit is
+ * dropped (counted in ring_full), one whose thread's stack range is not
+ * known goes into the ring without stack (stack_len 0, counted in
+ * ring_nostack), and a thread's first allocation writes a THREAD record so
+ * that podprof knows its range before it is first sampled.
  */
-enum { PP_AGENT_REC_PAD = 0, PP_AGENT_REC_ALLOC = 1, PP_AGENT_REC_FREE = 2 };
+enum {
+	PP_AGENT_REC_PAD = 0,
+	PP_AGENT_REC_ALLOC = 1,
+	PP_AGENT_REC_FREE = 2,
+	/* preloaded agent: a thread took its slot (addr: the slot's index),
+	 * then one word: an address on that thread's stack. podprof writes
+	 * the slot's stack range from it. */
+	PP_AGENT_REC_THREAD = 3,
+};
+#define PP_AGENT_THREAD_REC ((uint64_t)sizeof(struct pp_agent_rec) + 8)
 
 struct pp_agent_rec {
 	uint64_t pos; /* the record's position: written last */

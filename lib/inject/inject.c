@@ -106,14 +106,22 @@ struct pp_inject {
 	struct module *mods;
 	size_t nmods;
 	unsigned skipped;
+	/* a preloaded agent (libpodprof-agent.so): nothing mapped, nothing
+	 * redirected; base is its header, hdr.data_off relative to it */
+	bool preloaded;
+	int pidfd; /* preloaded: guards writes without /proc/PID/mem (-1: none) */
 };
 
 /* The reading side of the agent's ring: independent of struct pp_inject
  * (its own descriptor), so that one thread reads while another detaches. */
 struct pp_inject_ring {
 	pid_t pid;
-	int fd; /* /proc/PID/mem, read+write */
+	int fd; /* /proc/PID/mem, read+write; -1: process_vm_readv/writev */
+	int pidfd; /* with fd -1: the process the writes are for */
 	uint64_t data; /* address of struct pp_agent_data in the target */
+	uint64_t ring, ring_size; /* where the records are (0: a preloaded agent's
+				   * ring not mapped yet) and their bytes */
+	bool preloaded;
 	bool reused;
 	uint64_t tail; /* what podprof consumed */
 	uint64_t stall_tail, stall_ns; /* the tail where a record was seen incomplete, since */
@@ -132,11 +140,46 @@ static int mem_fd(pid_t pid, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Without CAP_DAC_OVERRIDE podprof cannot open /proc/PID/mem of a process
+ * running as another user (the file is its owner's, mode 0600), but may
+ * read and write its memory with process_vm_readv/writev (CAP_SYS_PTRACE).
+ * Unlike a /proc/PID/mem descriptor these name the process by its pid: a
+ * write goes only where pidfd (opened while the process was known) says
+ * the pid is still that process. */
+static int vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int vm_write(int pidfd, pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec l = { (void *)buf, len }, r = { (void *)(uintptr_t)addr, len };
+	ssize_t n;
+
+	/* signal 0: ESRCH once the process is gone; EPERM (no CAP_KILL for
+	 * another user's process) says it is still there */
+	if (pidfd < 0 || (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno != EPERM))
+		return -ESRCH;
+	n = process_vm_writev(pid, &l, 1, &r, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static void preload_release(struct pp_inject *inj);
+
 static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	int fd = mem_fd(pid, O_RDONLY);
 	ssize_t r;
 
+	if (fd == -EACCES || fd == -EPERM)
+		return vm_read(pid, addr, buf, len);
 	if (fd < 0)
 		return fd;
 	r = pread(fd, buf, len, (off_t)addr);
@@ -1358,6 +1401,8 @@ int pp_inject__patch(struct pp_inject *inj)
 
 	if (!inj)
 		return -EINVAL;
+	if (inj->preloaded)
+		return 0; /* the loader binds every module to it */
 	/* still the image we injected (not exec'd since) */
 	if (read_mem(inj->pid, inj->base, &h, sizeof(h)) < 0 || memcmp(&h, &inj->hdr, sizeof(h)))
 		return -ESTALE;
@@ -1424,6 +1469,10 @@ void pp_inject__unload(struct pp_inject *inj)
 
 	if (!inj)
 		return;
+	if (inj->preloaded) {
+		preload_release(inj);
+		return;
+	}
 	/* Only an agent this pp_inject mapped and never redirected a slot to:
 	 * no thread can be running its code. */
 	if (!inj->reused && !inj->ever_patched && inj->base && inj->target_fd >= 0 &&
@@ -1469,11 +1518,12 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 	 * visible in a perf profile of podprof next to a busy redis. */
 	off = inj->base + inj->hdr.data_off + offsetof(struct pp_agent_data, overflow);
 	fd = mem_fd(inj->pid, O_RDONLY);
-	for (size_t i = 0; fd >= 0 && i < nth;) {
+	for (size_t i = 0; (fd >= 0 || fd == -EACCES || fd == -EPERM) && i < nth;) {
 		size_t k = PP_MIN(nth - i, sizeof(th) / sizeof(th[0]));
 
-		if (pread(fd, th, k * sizeof(*th), (off_t)(off + i * sizeof(*th))) !=
-		    (ssize_t)(k * sizeof(*th)))
+		if (fd >= 0 ? pread(fd, th, k * sizeof(*th), (off_t)(off + i * sizeof(*th))) !=
+				      (ssize_t)(k * sizeof(*th))
+			    : vm_read(inj->pid, off + i * sizeof(*th), th, k * sizeof(*th)) < 0)
 			break;
 		for (size_t j = 0; j < k; j++) {
 			ret->calls += th[j].calls;
@@ -1499,6 +1549,225 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 	return 0;
 }
 
+/* ---------------------------------------------------- the preloaded agent */
+
+/* A write into the preloaded agent's data (never anywhere else). */
+static int preload_write(struct pp_inject *inj, uint64_t addr, const void *buf, size_t len)
+{
+	int fd = mem_fd(inj->pid, O_RDWR);
+	ssize_t w;
+
+	if (fd == -EACCES || fd == -EPERM)
+		return vm_write(inj->pidfd, inj->pid, addr, buf, len);
+	if (fd < 0)
+		return fd;
+	w = pwrite(fd, buf, len, (off_t)addr);
+	close(fd);
+	return w == (ssize_t)len ? 0 : -EIO;
+}
+
+/* Is [a, a + len) inside readable, writable, private mappings? */
+static bool rw_range(const struct pp_maps *maps, uint64_t a, uint64_t len)
+{
+	uint64_t end = a + len;
+
+	if (end < a)
+		return false;
+	for (size_t i = 0; i < maps->n && a < end; i++) {
+		const struct pp_map *m = &maps->v[i];
+
+		if (m->end <= a)
+			continue;
+		if (m->start > a || !(m->prot & PP_PROT_R) || !(m->prot & PP_PROT_W) || m->shared)
+			return false;
+		a = m->end;
+	}
+	return a >= end;
+}
+
+/* The header of a preloaded agent in the file-backed mappings of a module
+ * named like it: *ret_at its address; -ENOENT none, -EPROTO another
+ * version (*ret_version). Everything read is the target's: checked. */
+static int preload_hdr(pid_t pid, const struct pp_maps *maps, struct pp_agent_hdr *ret,
+		       uint64_t *ret_at, uint32_t *ret_version)
+{
+	const size_t cap = 1u << 20;
+	uint8_t *buf = NULL;
+	int r = -ENOENT;
+
+	for (size_t i = 0; i < maps->n && r == -ENOENT; i++) {
+		const struct pp_map *m = &maps->v[i];
+		const char *base = m->path ? strrchr(m->path, '/') : NULL;
+		size_t len = (size_t)PP_MIN(m->end - m->start, (uint64_t)cap);
+
+		if (!base || m->special || !(m->prot & PP_PROT_R) ||
+		    !strstr(base, "podprof-agent") || strncmp(m->path, "/memfd:", 7) == 0)
+			continue;
+		if (!buf && !(buf = malloc(cap)))
+			return -ENOMEM;
+		if (read_mem(pid, m->start, buf, len) < 0)
+			continue;
+		for (size_t o = 0; o + sizeof(*ret) <= len; o += 64) {
+			struct pp_agent_hdr h;
+
+			memcpy(&h, buf + o, sizeof(h));
+			if (h.magic != PP_AGENT_MAGIC)
+				continue;
+			if (h.version != PP_AGENT_VERSION || h.nfn != PP_AG_NFN) {
+				*ret_version = h.version;
+				r = -EPROTO;
+				continue;
+			}
+			*ret = h;
+			*ret_at = m->start + o;
+			r = 0;
+			break;
+		}
+	}
+	free(buf);
+	return r;
+}
+
+int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
+			    char *reason, size_t n)
+{
+	struct pp_maps maps = { 0 };
+	struct pp_agent_hdr h = { 0 };
+	struct pp_inject *inj = NULL;
+	uint64_t at = 0, data, v[3] = { 0 };
+	uint32_t version = 0;
+	int r;
+
+	*ret = NULL;
+	r = pp_maps__read(pid, &maps);
+	if (r < 0) {
+		snprintf(reason, n, "cannot read its maps (%s)", strerror(-r));
+		return r;
+	}
+	r = preload_hdr(pid, &maps, &h, &at, &version);
+	data = h.data_off;
+	if (r == -ENOENT) {
+		snprintf(reason, n, "no preloaded agent");
+	} else if (r == -EPROTO) {
+		snprintf(reason, n, "preloaded agent of another version (%u, podprof has %u)",
+			 version, PP_AGENT_VERSION);
+	} else if (r == 0 && !rw_range(&maps, data, offsetof(struct pp_agent_data, ring))) {
+		snprintf(reason, n, "preloaded agent's data not where its header says");
+		r = -EBADMSG;
+	} else if (r == 0 && (read_mem(pid, data + offsetof(struct pp_agent_data, enabled), v,
+				       sizeof(v)) < 0 ||
+			      v[1] != 1)) {
+		snprintf(reason, n, "preloaded agent not initialised");
+		r = -EAGAIN;
+	}
+	pp_maps__free(&maps);
+	if (r < 0)
+		return r;
+	inj = calloc(1, sizeof(*inj));
+	if (!inj)
+		return -ENOMEM;
+	inj->pid = pid;
+	inj->memfd = -1;
+	inj->target_fd = -1;
+	inj->preloaded = true;
+	inj->reused = v[0] != 0; /* enabled by an earlier podprof */
+	inj->base = at;
+	inj->hdr = (struct pp_agent_hdr){
+		.magic = h.magic, .version = h.version, .nfn = h.nfn, .data_off = data - at
+	};
+	inj->sample_rate = opts->sample_rate;
+	inj->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (inj->pidfd < 0) {
+		r = -errno;
+		free(inj);
+		snprintf(reason, n, "pidfd_open: %s", strerror(-r));
+		return r;
+	}
+	{
+		uint32_t t[PP_AGENT_EXP_TABLE];
+		uint64_t seed = pp_now_mono_ns() ^ ((uint64_t)pid << 32) ^ 0x5bd1e995u, on = 1;
+
+		fill_exp_table(t);
+		r = preload_write(inj, data_addr(inj, seed), &seed, sizeof(seed));
+		if (!r)
+			r = preload_write(inj, data_addr(inj, exp_table), t, sizeof(t));
+		if (!r)
+			r = preload_write(inj, data_addr(inj, sample_rate), &inj->sample_rate,
+					  sizeof(inj->sample_rate));
+		if (!r)
+			r = preload_write(inj, data_addr(inj, ring_req), &opts->ring_bytes,
+					  sizeof(opts->ring_bytes));
+		if (!r) /* an earlier podprof's request to give the ring back */
+			r = preload_write(inj, data_addr(inj, release), &(uint64_t){ 0 },
+					  sizeof(uint64_t));
+		if (!r)
+			r = preload_write(inj, data_addr(inj, enabled), &on, sizeof(on));
+	}
+	if (r < 0) {
+		snprintf(reason, n, "cannot enable the preloaded agent (%s)", strerror(-r));
+		close(inj->pidfd);
+		free(inj);
+		return r;
+	}
+	*ret = inj;
+	return 0;
+}
+
+extern const unsigned char pp_agent_so[];
+extern const size_t pp_agent_so_len;
+
+int pp_inject__install_preload(const char *dir, char *ret_path, size_t n)
+{
+	char tmp[PATH_MAX];
+	size_t off = 0;
+	int fd, r = 0;
+
+	if (!dir || dir[0] != '/')
+		return -EINVAL;
+	if ((size_t)snprintf(ret_path, n, "%s/libpodprof-agent.so", dir) >= n ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.libpodprof-agent.so.%d", dir, (int)getpid()) >=
+		    sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (off < pp_agent_so_len && !r) {
+		ssize_t w = write(fd, pp_agent_so + off, pp_agent_so_len - off);
+
+		if (w < 0 && errno != EINTR)
+			r = -errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	if (!r && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+		r = -errno;
+	if (close(fd) < 0 && !r)
+		r = -errno;
+	if (!r && rename(tmp, ret_path) < 0)
+		r = -errno;
+	if (r)
+		unlink(tmp);
+	return r;
+}
+
+bool pp_inject__preloaded(const struct pp_inject *inj)
+{
+	return inj && inj->preloaded;
+}
+
+/* Dormant again: the wrappers forward only; what it sampled stays. */
+static void preload_release(struct pp_inject *inj)
+{
+	uint64_t off = 0, on = 1;
+
+	preload_write(inj, data_addr(inj, ring_on), &off, sizeof(off));
+	preload_write(inj, data_addr(inj, enabled), &off, sizeof(off));
+	preload_write(inj, data_addr(inj, release), &on, sizeof(on));
+	if (inj->pidfd >= 0)
+		close(inj->pidfd);
+	free(inj);
+}
+
 /* ------------------------------------------------------ the in-process ring */
 
 #define RING_CHUNK (PP_AGENT_MAX_COPY + sizeof(struct pp_agent_rec_alloc) + 32768)
@@ -1508,7 +1777,17 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 
 static int ring_write64(struct pp_inject_ring *rg, uint64_t addr, uint64_t v)
 {
+	if (rg->fd < 0)
+		return vm_write(rg->pidfd, rg->pid, addr, &v, sizeof(v));
 	return pwrite(rg->fd, &v, sizeof(v), (off_t)addr) == (ssize_t)sizeof(v) ? 0 : -EIO;
+}
+
+/* len bytes at addr: 0, or -errno */
+static int ring_pread(struct pp_inject_ring *rg, void *buf, size_t len, uint64_t addr)
+{
+	if (rg->fd < 0)
+		return vm_read(rg->pid, addr, buf, len);
+	return pread(rg->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
 }
 
 struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy_bytes,
@@ -1527,15 +1806,29 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 		goto fail0;
 	rg->pid = inj->pid;
 	rg->data = inj->base + inj->hdr.data_off;
-	rg->reused = inj->reused;
+	rg->preloaded = inj->preloaded;
+	if (!inj->preloaded) {
+		rg->ring = ring_addr(rg, ring);
+		rg->ring_size = PP_AGENT_RING_SIZE;
+	}
+	/* a preloaded agent's ranges stay: its threads wrote no record the
+	 * kernel path would bring again, and each range is its thread's */
+	rg->reused = inj->reused && !inj->preloaded;
+	rg->pidfd = -1;
 	rg->fd = mem_fd(inj->pid, O_RDWR);
-	if (rg->fd < 0) {
+	if (rg->fd == -EACCES || rg->fd == -EPERM) {
+		rg->fd = -1; /* another user's process: process_vm_*, guarded */
+		rg->pidfd = (int)syscall(SYS_pidfd_open, inj->pid, 0);
+		if (rg->pidfd < 0) {
+			r = -errno;
+			goto fail;
+		}
+	} else if (rg->fd < 0) {
 		r = rg->fd;
 		goto fail;
 	}
 	r = -EIO;
-	if (pread(rg->fd, &rg->tail, sizeof(rg->tail), (off_t)ring_addr(rg, ring_tail)) !=
-	    (ssize_t)sizeof(rg->tail))
+	if (ring_pread(rg, &rg->tail, sizeof(rg->tail), ring_addr(rg, ring_tail)) < 0)
 		goto fail;
 	/* An earlier podprof's stack ranges: their threads' ids are not known
 	 * here; each thread's next sample takes the kernel path once again. */
@@ -1543,7 +1836,7 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 		size_t k = PP_MIN(nth - i, ARRAY_SIZE(th));
 		uint64_t off = ring_addr(rg, threads) + i * sizeof(*th);
 
-		if (pread(rg->fd, th, k * sizeof(*th), (off_t)off) != (ssize_t)(k * sizeof(*th)))
+		if (ring_pread(rg, th, k * sizeof(*th), off) < 0)
 			goto fail;
 		for (size_t j = 0; j < k; j++)
 			if (th[j].stack_hi)
@@ -1552,6 +1845,20 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 						     offsetof(struct pp_agent_thread, stack_hi),
 					     0);
 		i += k;
+	}
+	if (inj->preloaded) {
+		/* the main thread's range now: a program that allocates in a
+		 * burst at once would otherwise sample it without stacks until
+		 * its THREAD record is read */
+		uint64_t ms[2];
+
+		if (ring_pread(rg, ms, sizeof(ms), ring_addr(rg, main_slot)) == 0 && ms[0] &&
+		    ms[0] <= (1u << PP_AGENT_THREAD_BITS))
+			pp_inject__thread_stack(rg,
+						ring_addr(rg, threads) +
+							(ms[0] - 1) *
+								sizeof(struct pp_agent_thread),
+						ms[1], 0, NULL);
 	}
 	r = pp_inject__ring_copy(rg, copy_bytes);
 	if (r == 0)
@@ -1572,6 +1879,8 @@ void pp_inject__ring_close(struct pp_inject_ring *rg)
 		return;
 	if (rg->fd >= 0)
 		close(rg->fd);
+	if (rg->pidfd >= 0)
+		close(rg->pidfd);
 	free(rg);
 }
 
@@ -1592,13 +1901,11 @@ int pp_inject__ring_copy(struct pp_inject_ring *rg, uint32_t copy_bytes)
 /* len bytes of the ring from position pos (wrapping) into buf. */
 static int ring_read(struct pp_inject_ring *rg, uint64_t pos, size_t len, uint8_t *buf)
 {
-	uint64_t ring = ring_addr(rg, ring);
-
 	while (len) {
-		uint64_t o = pos & (PP_AGENT_RING_SIZE - 1);
-		size_t k = PP_MIN(len, (size_t)(PP_AGENT_RING_SIZE - o));
+		uint64_t o = pos & (rg->ring_size - 1);
+		size_t k = PP_MIN(len, (size_t)(rg->ring_size - o));
 
-		if (pread(rg->fd, buf, k, (off_t)(ring + o)) != (ssize_t)k)
+		if (ring_pread(rg, buf, k, rg->ring + o) < 0)
 			return -EIO;
 		buf += k;
 		pos += k;
@@ -1622,13 +1929,29 @@ static ssize_t ring_complete(const uint8_t *buf, size_t len, uint64_t pos)
 			break;
 		if (h.len % 8 || h.len < sizeof(h) || h.len > RING_CHUNK - 32768 ||
 		    (h.type == PP_AGENT_REC_ALLOC && h.len < sizeof(struct pp_agent_rec_alloc)) ||
-		    h.type > PP_AGENT_REC_FREE)
+		    (h.type == PP_AGENT_REC_THREAD && h.len != PP_AGENT_THREAD_REC) ||
+		    h.type > PP_AGENT_REC_THREAD)
 			return -EBADMSG;
 		if (off + h.len > len)
 			break;
 		off += h.len;
 	}
 	return (ssize_t)off;
+}
+
+/* A preloaded agent's ring, once it mapped one: where and how big (its
+ * word, as everything in the target, is checked before use). */
+static int ring_locate(struct pp_inject_ring *rg)
+{
+	uint64_t m;
+
+	if (ring_pread(rg, &m, sizeof(m), ring_addr(rg, ring_map)) < 0)
+		return -ESRCH;
+	if ((m & 63) < 16 || (m & 63) > 30 || !(m & ~4095ull))
+		return -EAGAIN;
+	rg->ring_size = 1ull << (m & 63);
+	rg->ring = m & ~4095ull;
+	return 0;
 }
 
 ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, void *ctx)
@@ -1645,14 +1968,14 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 		size_t want, off = 0, n = 0;
 		ssize_t done;
 
-		if (pread(rg->fd, &head, sizeof(head), (off_t)ring_addr(rg, ring_head)) !=
-		    (ssize_t)sizeof(head)) {
+		if (ring_pread(rg, &head, sizeof(head), ring_addr(rg, ring_head)) < 0) {
 			total = total ? total : -ESRCH;
 			break;
 		}
-		if (head == tail || tail - start >= PP_AGENT_RING_SIZE)
+		if (head == tail || (!rg->ring && ring_locate(rg) < 0) ||
+		    tail - start >= rg->ring_size)
 			break; /* empty, or a ring's worth read: the rest next time */
-		if (head - tail > PP_AGENT_RING_SIZE)
+		if (head - tail > rg->ring_size)
 			goto skip; /* not a position the agent wrote */
 		want = (size_t)PP_MIN(head - tail, (uint64_t)RING_CHUNK);
 		if (!buf && !(buf = malloc(RING_CHUNK))) {
@@ -1703,7 +2026,25 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 				r.stack_len = PP_MIN((size_t)a->stack_len, h->len - sizeof(*a));
 			}
 			r.addr = h->addr;
-			if (h->type != PP_AGENT_REC_PAD) {
+			if (h->type == PP_AGENT_REC_THREAD) {
+				/* a preloaded agent's thread took a slot: its stack range */
+				uint64_t sp;
+
+				memcpy(&sp, h + 1, sizeof(sp));
+				if (h->addr < (1u << PP_AGENT_THREAD_BITS)) {
+					int e = pp_inject__thread_stack(
+						rg,
+						ring_addr(rg, threads) +
+							h->addr * sizeof(struct pp_agent_thread),
+						sp, 0, NULL);
+
+					if (e < 0)
+						pp_dbg("inject: pid %d: slot %llu: no stack range "
+						       "for sp %#llx: %s",
+						       (int)rg->pid, (unsigned long long)h->addr,
+						       (unsigned long long)sp, strerror(-e));
+				}
+			} else if (h->type != PP_AGENT_REC_PAD) {
 				fn(ctx, &r);
 				n++;
 			}
@@ -1746,11 +2087,11 @@ int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint6
 	struct pp_maps maps = { 0 };
 	const struct pp_map *m = NULL;
 	int idx = pp_inject__thread_index(rg, slot_addr), r;
-	bool ok;
+	bool ok, main_stack;
 
 	if (idx < 0)
 		return idx;
-	if (pread(rg->fd, &tp, sizeof(tp), (off_t)slot_addr) != (ssize_t)sizeof(tp))
+	if (ring_pread(rg, &tp, sizeof(tp), slot_addr) < 0)
 		return -ESRCH;
 	r = pp_maps__read(rg->pid, &maps);
 	if (r < 0)
@@ -1765,9 +2106,11 @@ int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint6
 	 * pointer and the thread's own thread pointer (glibc and musl put the
 	 * thread descriptor at the top of the stack they map). A fiber or
 	 * signal stack is neither and stays on the kernel path. */
+	/* tid 0 (a preloaded agent's THREAD record): either */
+	main_stack = m && m->path && strcmp(m->path, "[stack]") == 0 &&
+		     (tid == rg->pid || tid == 0);
 	ok = m && (m->prot & PP_PROT_R) && (m->prot & PP_PROT_W) && !m->shared &&
-	     (tid == rg->pid ? m->path && strcmp(m->path, "[stack]") == 0
-			     : tp >= m->start && tp < m->end);
+	     (main_stack || (tid != rg->pid && tp >= m->start && tp < m->end));
 	if (ok) {
 		/* A thread's copies end at the page holding its thread pointer:
 		 * its own mapping reaches at least that far, even when the
@@ -1776,7 +2119,7 @@ int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint6
 		 * pointer (x86-64 puts TLS below it, the stack below the TLS). */
 		uint64_t hi = m->end;
 
-		if (tid != rg->pid)
+		if (!main_stack)
 			hi = PP_MIN(hi, (tp | 4095) + 1);
 		at = slot_addr + offsetof(struct pp_agent_thread, stack_lo);
 		r = ring_write64(rg, at + 8, 0);
@@ -1802,6 +2145,10 @@ void pp_inject__detach(struct pp_inject *inj)
 
 	if (!inj)
 		return;
+	if (inj->preloaded) {
+		preload_release(inj);
+		return;
+	}
 	/* After an exec (or pid reuse) the slot addresses mean nothing: only
 	 * restore while our agent is still mapped where we put it, and only
 	 * slots that still point at its wrappers. */

@@ -42,6 +42,9 @@ struct pp_inject_opts {
 	/* maps path of the module the loader binds malloc to (pp_heap__find_allocator):
 	 * its definitions are the real targets of slots not bound yet (lazy binding) */
 	const char *allocator_path;
+	/* preloaded agent: bytes of the ring it maps when first sampling (a
+	 * power of two, 64 KiB..1 GiB; the injected agent's is fixed) */
+	uint64_t ring_bytes;
 };
 
 /*
@@ -53,6 +56,25 @@ struct pp_inject_opts {
  */
 int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
 		       char *reason, size_t n);
+
+/*
+ * A sampling agent the dynamic loader loaded at the process's start
+ * (LD_PRELOAD=.../libpodprof-agent.so): find it (its header in the
+ * mappings of a file named like it), write the rate, seed and table into
+ * its data and enable it. Nothing is stopped, mapped or redirected; only
+ * the agent's data is written (through process_vm_writev when
+ * /proc/PID/mem is another user's). The ring then opens as for an
+ * injected agent; detach and unload make it dormant again. -ENOENT: none
+ * (reason "no preloaded agent"), -EPROTO another version, -EAGAIN its
+ * constructor has not run yet; reason says which.
+ */
+int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
+			    char *reason, size_t n);
+bool pp_inject__preloaded(const struct pp_inject *inj);
+/* Write libpodprof-agent.so (built into podprof) into dir, atomically (a
+ * loader never sees half a file), mode 0644. 0 or -errno; *ret_path (size
+ * n) the file written. */
+int pp_inject__install_preload(const char *dir, char *ret_path, size_t n);
 
 /* Is the executable of pid statically linked (no PT_DYNAMIC)? */
 bool pp_inject__static_exe(pid_t pid);
