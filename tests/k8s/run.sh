@@ -161,7 +161,9 @@ t_policy_negative() {
 		'seccompProfile.type must be RuntimeDefault' 'capabilities.drop must be \[ALL\]' \
 		'CAP_BPF must be written without the CAP_ prefix' "lacks \['SYS_PTRACE'\]" \
 		'allowPrivilegeEscalation false with SYS_ADMIN' 'uses subPath' 'restartPolicy: Always' \
-		'no containerPort named pprof' 'no checksum/config'; do
+		'no containerPort named pprof' 'no checksum/config' \
+		'startupProbe on the sidecar must be exec' 'podprof-agent must be an emptyDir' \
+		'must mount podprof-agent read-write' 'container app must mount podprof-agent read-only'; do
 		grep -q "$want" "$work/p.out" || { cat "$work/p.out"; fail "policy did not report: $want"; }
 	done
 	echo "ok   policy rejects every rule in fixtures/bad/policy-bad.yaml"
