@@ -49,7 +49,7 @@ t_helm_lint() {
 	((n >= 4)) || fail "expected at least 4 ci/*-values.yaml, found $n"
 	local bad
 	for bad in config.cpu.frequncy_hz=1 config.cpu.frequency_hz=0 extraCapabilities[0]=CAP_BPF \
-		nativeSidecar=yes unknownKey=1 listen=6060; do
+		nativeSidecar=yes unknownKey=1 listen=6060 agent.preload=yes agent.dir=relative; do
 		if helm lint --strict "$chart" --set "$bad" >"$work/lint.out" 2>&1; then
 			fail "helm lint accepted --set $bad"
 		fi
