@@ -62,11 +62,18 @@ def main(argv):
         errs.append(f"values.yaml image.tag {values['image']['tag']} != appVersion {meta.get('appVersion')}")
     helpers = open(os.path.join(chart, "templates/_helpers.tpl")).read()
     for name in ("podprof.sidecar", "podprof.volumes", "podprof.annotations",
-                 "podprof.initContainers", "podprof.containers"):
+                 "podprof.initContainers", "podprof.containers",
+                 "podprof.appEnv", "podprof.appVolumeMounts"):
         if f'define "{name}"' not in helpers:
             errs.append(f"_helpers.tpl: no template {name}")
     notes = open(os.path.join(chart, "templates/NOTES.txt")).read()
-    for want in ("port-forward", "go tool pprof"):
+    # The heap agent is preloaded by default and can be turned off.
+    agent = values.get("agent") or {}
+    if agent.get("preload") is not True or agent.get("dir") != "/podprof-agent":
+        errs.append(f"values.yaml: agent.preload must default to true in /podprof-agent, got {agent}")
+    if (schema["properties"]["agent"]["properties"]["preload"] or {}).get("type") != "boolean":
+        errs.append("values.schema.json: agent.preload must be a boolean")
+    for want in ("port-forward", "go tool pprof", "agent.preload=false"):
         if want not in notes:
             errs.append(f"NOTES.txt does not mention {want}")
     for e in errs:

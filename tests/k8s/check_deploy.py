@@ -3,6 +3,10 @@
 """Consistency of deploy/: the ConfigMap equals sidecar/podprof.yaml, the
 checksum/config annotation is its sha256, the kustomize component adds the
 same sidecar container as deployment.yaml, the Service's port is "pprof".
+The heap agent is preloaded (heap.agent_dir, the podprof-agent emptyDir, the
+sidecar's startup probe, LD_PRELOAD on a read-only mount in the app); the
+component's preload-patch.yaml names the app container APP_CONTAINER, a
+documented placeholder the user replaces in a copy.
 
 The component patches every annotated Deployment, StatefulSet and
 DaemonSet; with deploy/sidecar-scrape as well, podprof listens on ":6060"
@@ -69,6 +73,91 @@ def alloy_goroutine(text):
     return re.findall(r"profile\.goroutine\s*\{\s*enabled\s*=\s*(true|false)", text)
 
 
+AGENT_DIR = "/podprof-agent"
+AGENT_LD = AGENT_DIR + "/libpodprof-agent.so"
+HEALTHCHECK = ["/usr/local/bin/podprof", "healthcheck"]
+
+
+def agent_app(c, what, errs):
+    """An application container with the preloaded heap agent."""
+    ld = [e.get("value") for e in c.get("env") or [] if e["name"] == "LD_PRELOAD"]
+    if ld != [AGENT_LD]:
+        errs.append(f"{what}: container {c['name']}: LD_PRELOAD {ld}, want [{AGENT_LD}]")
+    m = [(x.get("mountPath"), x.get("readOnly")) for x in c.get("volumeMounts") or [] if x["name"] == "podprof-agent"]
+    if m != [(AGENT_DIR, True)]:
+        errs.append(f"{what}: container {c['name']}: podprof-agent mounts {m}, want read-only at {AGENT_DIR}")
+
+
+def agent_pod(spec, what, errs):
+    """The pod side of the preloaded heap agent: emptyDir, read-write mount
+    and startup probe on the sidecar."""
+    vols = [v for v in spec.get("volumes") or [] if v["name"] == "podprof-agent"]
+    if len(vols) != 1 or "emptyDir" not in vols[0]:
+        errs.append(f"{what}: no podprof-agent emptyDir volume")
+    pp = [c for c in spec.get("initContainers") or [] if c["name"] == "podprof"]
+    if not pp:
+        return
+    m = [(x.get("mountPath"), bool(x.get("readOnly"))) for x in pp[0].get("volumeMounts") or []
+         if x["name"] == "podprof-agent"]
+    if m != [(AGENT_DIR, False)]:
+        errs.append(f"{what}: sidecar mounts podprof-agent {m}, want read-write at {AGENT_DIR}")
+    sp = pp[0].get("startupProbe") or {}
+    if (sp.get("exec") or {}).get("command") != HEALTHCHECK or sp.get("periodSeconds") != 1 \
+            or not 30 <= (sp.get("failureThreshold") or 0) <= 120:
+        errs.append(f"{what}: sidecar startupProbe {sp}, want exec {HEALTHCHECK} every 1 s, ~60 tries")
+
+
+def check_preload_patch(deploy, here, user, errs):
+    """deploy/sidecar/preload-patch.yaml: one container named by the
+    documented placeholder APP_CONTAINER, not applied by the component; the
+    user-app fixture's copies differ from it only in that name; the rendered
+    user app has the agent in exactly the containers the copies name."""
+    path = os.path.join(deploy, "sidecar/preload-patch.yaml")
+    text = open(path).read()
+    patch = load(path)[0]
+    cs = patch["spec"]["template"]["spec"]["containers"]
+    if [c["name"] for c in cs] != ["APP_CONTAINER"]:
+        errs.append(f"sidecar/preload-patch.yaml: container names {[c['name'] for c in cs]}, want the placeholder APP_CONTAINER")
+    else:
+        agent_app(cs[0], "sidecar/preload-patch.yaml", errs)
+    comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    if "APP_CONTAINER" not in comments or "patches:" not in comments:
+        errs.append("sidecar/preload-patch.yaml: the APP_CONTAINER placeholder is not documented")
+    comp = open(os.path.join(deploy, "sidecar/kustomization.yaml")).read()
+    if "preload-patch.yaml" in "\n".join(l for l in comp.splitlines() if not l.lstrip().startswith("#")):
+        errs.append("sidecar/kustomization.yaml applies preload-patch.yaml (it would add an empty APP_CONTAINER)")
+    if "preload-patch.yaml" not in comp:
+        errs.append("sidecar/kustomization.yaml does not point the user to preload-patch.yaml")
+    named = set()
+    fixture = os.path.join(here, "fixtures/user-app")
+    for f in sorted(os.listdir(fixture)):
+        if f.startswith("preload-") and f.endswith(".yaml"):
+            copy = open(os.path.join(fixture, f)).read()
+            name = f[len("preload-"):-len(".yaml")]
+            if copy != text.replace("APP_CONTAINER", name):
+                errs.append(f"fixtures/user-app/{f} is not preload-patch.yaml with APP_CONTAINER={name}")
+            named.add(name)
+    if not named:
+        errs.append("fixtures/user-app has no copy of preload-patch.yaml")
+    for d in user:
+        if d["kind"] not in ("Deployment", "StatefulSet", "DaemonSet"):
+            continue
+        spec = d["spec"]["template"]["spec"]
+        what = f"user-app {d['kind']}/{d['metadata']['name']}"
+        for c in spec.get("containers") or []:
+            if c["name"] == "APP_CONTAINER":
+                errs.append(f"{what}: the placeholder container APP_CONTAINER was added")
+            elif c["name"] in named:
+                agent_app(c, what, errs)
+            elif c.get("env") or c.get("volumeMounts"):
+                errs.append(f"{what}: container {c['name']} got env or mounts it was not given")
+        for c in spec.get("initContainers") or []:
+            if c["name"] != "podprof" and any(e["name"] == "LD_PRELOAD" for e in c.get("env") or []):
+                errs.append(f"{what}: init container {c['name']} got LD_PRELOAD")
+        if d["metadata"]["name"] != "untouched":
+            agent_pod(spec, what, errs)
+
+
 def main(argv):
     deploy, user_rendered = argv[1:3]
     scrape_rendered = argv[3] if len(argv) > 3 else None
@@ -84,6 +173,12 @@ def main(argv):
     if got != want:
         errs.append(f"deployment.yaml checksum/config {got} != sha256(sidecar/podprof.yaml) {want}")
     sidecar = [c for c in tmpl["spec"]["initContainers"] if c["name"] == "podprof"][0]
+    # The heap agent, preloaded: heap.agent_dir, the emptyDir, the sidecar's
+    # mount and startup probe, LD_PRELOAD and a read-only mount in the app.
+    if (yaml.safe_load(cfg_file).get("heap") or {}).get("agent_dir") != AGENT_DIR:
+        errs.append(f"sidecar/podprof.yaml: heap.agent_dir must be {AGENT_DIR}")
+    agent_pod(tmpl["spec"], "deployment.yaml", errs)
+    agent_app([c for c in tmpl["spec"]["containers"] if c["name"] == "app"][0], "deployment.yaml", errs)
 
     user = load(user_rendered)
     deps = {d["metadata"]["name"]: d for d in user if d["kind"] == "Deployment"}
@@ -103,6 +198,7 @@ def main(argv):
         # service_name is per workload: the component cannot set it
         if k not in ("checksum/config",) + SVC_KEYS and ann.get(k) != v:
             errs.append(f"component's annotation {k} differs from deployment.yaml's")
+    check_preload_patch(deploy, os.path.dirname(os.path.abspath(__file__)), user, errs)
     untouched = deps["untouched"]["spec"]["template"]["spec"]
     if untouched.get("initContainers") or untouched.get("shareProcessNamespace"):
         errs.append("component patched a Deployment without podprof/inject")
@@ -130,6 +226,8 @@ def main(argv):
         sc = load(scrape_rendered)
         cms = [d for d in sc if d["kind"] == "ConfigMap"]
         cfg = yaml.safe_load(cms[0]["data"]["podprof.yaml"]) if len(cms) == 1 else {}
+        if (cfg.get("heap") or {}).get("agent_dir") != AGENT_DIR:
+            errs.append(f"sidecar-scrape: heap.agent_dir must stay {AGENT_DIR}")
         if cfg.get("listen") != ":6060" or not (cfg.get("http") or {}).get("token_file"):
             errs.append("sidecar-scrape: podprof must listen on :6060 with a token file")
         for d in sc:

@@ -2,7 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks on `helm template` output that depend on the values and the
 cluster version: native sidecar vs ordinary container, checksum/config,
-listen address vs liveness probe, Guaranteed QoS, token mount.
+listen address vs liveness probe, Guaranteed QoS, token mount, and the
+preloaded heap agent (agent.preload on a native sidecar: the podprof-agent
+emptyDir, the sidecar's read-write mount and startup probe, heap.agent_dir,
+LD_PRELOAD and a read-only mount in the app container; none of them
+otherwise).
 
 usage: check_render.py RENDERED.yaml KUBE_VERSION VALUES.yaml [--parent]
 (--parent: the podprof values are under the `podprof` key of VALUES.yaml).
@@ -15,6 +19,44 @@ import yaml
 
 def ver(s):
     return tuple(int(x) for x in s.lstrip("v").split("-")[0].split(".")[:2])
+
+
+def check_agent(name, spec, c, preload, adir, want_ld, app, listen, agent):
+    errs = []
+    vols = {v["name"]: v for v in spec.get("volumes") or []}
+    smounts = {m["name"]: m for m in c.get("volumeMounts") or []}
+    apps = {x["name"]: x for x in spec.get("containers") or [] if x["name"] != "podprof"}
+    env_ld = {n: [e.get("value") for e in x.get("env") or [] if e["name"] == "LD_PRELOAD"] for n, x in apps.items()}
+    amounts = {n: [m for m in x.get("volumeMounts") or [] if m["name"] == "podprof-agent"] for n, x in apps.items()}
+    if not preload:
+        if "podprof-agent" in vols or "podprof-agent" in smounts or "startupProbe" in c:
+            errs.append(f"{name}: no preloaded agent, yet the podprof-agent volume, mount or startupProbe is rendered")
+        for n in apps:
+            if env_ld[n] or amounts[n]:
+                errs.append(f"{name}: no preloaded agent, yet container {n} has LD_PRELOAD or the agent mount")
+        return errs
+    if "emptyDir" not in (vols.get("podprof-agent") or {}):
+        errs.append(f"{name}: no podprof-agent emptyDir volume")
+    sm = smounts.get("podprof-agent")
+    if not sm or sm.get("mountPath") != adir or sm.get("readOnly"):
+        errs.append(f"{name}: the sidecar must mount podprof-agent read-write at {adir}, got {sm}")
+    sp = c.get("startupProbe") or {}
+    want_cmd = ["/usr/local/bin/podprof", "healthcheck", listen]
+    probe = agent.get("startupProbe") or {}
+    if (sp.get("exec") or {}).get("command") != want_cmd or sp.get("periodSeconds") != probe.get("periodSeconds", 1) \
+            or sp.get("failureThreshold") != probe.get("failureThreshold", 60):
+        errs.append(f"{name}: startupProbe {sp}, want exec {want_cmd} every {probe.get('periodSeconds', 1)} s")
+    if app not in apps:
+        errs.append(f"{name}: no container {app}")
+        return errs
+    if env_ld[app] != [want_ld]:
+        errs.append(f"{name}: container {app}: LD_PRELOAD {env_ld[app]}, want [{want_ld}]")
+    if [(m.get("mountPath"), m.get("readOnly")) for m in amounts[app]] != [(adir, True)]:
+        errs.append(f"{name}: container {app}: podprof-agent must be mounted read-only at {adir}, got {amounts[app]}")
+    for n in apps:
+        if n != app and (env_ld[n] or amounts[n]):
+            errs.append(f"{name}: container {n} got the agent without being named")
+    return errs
 
 
 def main(argv):
@@ -39,6 +81,18 @@ def main(argv):
     listen = str(cfg.get("listen", ""))
     loopback = listen.startswith("127.") or listen.startswith("localhost:") or listen.startswith("[::1]:")
     checksum = hashlib.sha256(cfg_text.removesuffix("\n").encode()).hexdigest()
+
+    agent = values.get("agent") or {}
+    preload = agent.get("preload", True) and native
+    adir = agent.get("dir", "/podprof-agent")
+    want_ld = adir + "/libpodprof-agent.so" + (":" + agent["ldPreloadAppend"] if agent.get("ldPreloadAppend") else "")
+    # The app container the agent is preloaded into: the demo's, or the
+    # parent chart fixture's.
+    app = "checkout" if parent else "app"
+    if preload and (cfg.get("heap") or {}).get("agent_dir") != adir:
+        errs.append(f"heap.agent_dir {(cfg.get('heap') or {}).get('agent_dir')!r}, want {adir} (agent.preload)")
+    if not preload and "agent_dir" in (cfg.get("heap") or {}):
+        errs.append("heap.agent_dir set without a preloaded agent")
 
     pods = 0
     for d in docs:
@@ -118,6 +172,7 @@ def main(argv):
             names = [x["name"] for x in spec.get("containers") or []]
             if not parent and want_c not in names:
                 errs.append(f"{name}: targetContainer {want_c} is not a container of the pod ({names})")
+        errs += check_agent(name, spec, c, preload, adir, want_ld, app, listen, agent)
         token = (values.get("auth") or {}).get("existingSecret")
         if token:
             key = values["auth"].get("secretKey", "token")

@@ -18,6 +18,9 @@ import yaml
 SIDECAR = "podprof"
 REQUIRED_CAPS = {"BPF", "PERFMON", "SYS_PTRACE"}
 OPTIONAL_CAPS = {"CHECKPOINT_RESTORE", "SYS_RESOURCE", "SYS_ADMIN", "DAC_READ_SEARCH"}
+AGENT_VOLUME = "podprof-agent"
+AGENT_SO = "libpodprof-agent.so"
+HEALTHCHECK = ["/usr/local/bin/podprof", "healthcheck"]
 POD_KINDS = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
 
 
@@ -56,9 +59,13 @@ def pod_spec(obj):
 def check_sidecar(c, where, native_ok=True):
     """Rules for the podprof container itself."""
     errs = []
-    for probe in ("readinessProbe", "startupProbe"):
-        if probe in c:
-            errs.append(f"{where}: {probe} on the sidecar (its readiness would decide the pod's)")
+    if "readinessProbe" in c:
+        errs.append(f"{where}: readinessProbe on the sidecar (its readiness would decide the pod's)")
+    # The only startup probe: podprof's own healthcheck, which holds back the
+    # app containers until the preloaded heap agent is written (check_pod).
+    sp = c.get("startupProbe")
+    if sp is not None and ((sp.get("exec") or {}).get("command") or [])[:2] != HEALTHCHECK:
+        errs.append(f"{where}: startupProbe on the sidecar must be exec {HEALTHCHECK}")
     sc = c.get("securityContext")
     if not isinstance(sc, dict):
         return errs + [f"{where}: no securityContext"]
@@ -110,6 +117,50 @@ def check_sidecar(c, where, native_ok=True):
     return errs
 
 
+def check_agent(spec, sidecar, list_name, cw, where):
+    """The preloaded heap agent: an emptyDir the native sidecar writes (with a
+    startup probe that holds back the app) and the app reads, LD_PRELOAD on a
+    read-only mount of it; and no startup probe without it."""
+    errs = []
+    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+    users = []
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if c.get("name") == SIDECAR:
+            continue
+        pre = [e for e in c.get("env") or [] if e.get("name") == "LD_PRELOAD"]
+        if len(pre) > 1:
+            errs.append(f"{where}: container {c.get('name')}: LD_PRELOAD set twice (the last wins)")
+        paths = [p for e in pre for p in str(e.get("value", "")).replace(" ", ":").split(":")
+                 if p.endswith("/" + AGENT_SO)]
+        if paths:
+            users.append((c, paths[0]))
+    vol = volumes.get(AGENT_VOLUME)
+    smounts = {m.get("name"): m for m in sidecar.get("volumeMounts") or []}
+    if not users and not vol:
+        if "startupProbe" in sidecar:
+            errs.append(f"{cw}: startupProbe on the sidecar without the preloaded heap agent")
+        return errs
+    if not vol or "emptyDir" not in vol:
+        errs.append(f"{where}: volume {AGENT_VOLUME} must be an emptyDir (the preloaded heap agent)")
+    if list_name != "initContainers":
+        errs.append(f"{cw}: the preloaded heap agent needs a native sidecar (an ordinary container starts with the app)")
+    sm = smounts.get(AGENT_VOLUME)
+    if not sm or sm.get("readOnly"):
+        errs.append(f"{cw}: the sidecar must mount {AGENT_VOLUME} read-write (podprof writes the agent there)")
+    if "startupProbe" not in sidecar:
+        errs.append(f"{cw}: no startupProbe: the app could start before the agent is written")
+    for c, path in users:
+        m = {x.get("name"): x for x in c.get("volumeMounts") or []}.get(AGENT_VOLUME)
+        cname = c.get("name")
+        if not m or m.get("readOnly") is not True:
+            errs.append(f"{where}: container {cname} must mount {AGENT_VOLUME} read-only")
+        elif path != m.get("mountPath", "").rstrip("/") + "/" + AGENT_SO:
+            errs.append(f"{where}: container {cname}: LD_PRELOAD {path} is not on its {AGENT_VOLUME} mount")
+        if sm and m and sm.get("mountPath") != m.get("mountPath"):
+            errs.append(f"{where}: container {cname} mounts {AGENT_VOLUME} elsewhere than the sidecar")
+    return errs
+
+
 def check_pod(spec, where, annotations):
     errs = []
     inits = spec.get("initContainers") or []
@@ -143,6 +194,7 @@ def check_pod(spec, where, annotations):
             if name not in volumes:
                 errs.append(f"{cw}: volumeMount {name} has no volume")
         cfg = [v for v in volumes.values() if "configMap" in v and v.get("name") in mounts]
+        errs += check_agent(spec, c, list_name, cw, where)
         if cfg and "checksum/config" not in annotations:
             # A generated ConfigMap name with a content hash does the same job.
             cm_name = cfg[0]["configMap"].get("name", "")

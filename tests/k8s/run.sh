@@ -49,7 +49,7 @@ t_helm_lint() {
 	((n >= 4)) || fail "expected at least 4 ci/*-values.yaml, found $n"
 	local bad
 	for bad in config.cpu.frequncy_hz=1 config.cpu.frequency_hz=0 extraCapabilities[0]=CAP_BPF \
-		nativeSidecar=yes unknownKey=1 listen=6060; do
+		nativeSidecar=yes unknownKey=1 listen=6060 agent.preload=yes agent.dir=relative; do
 		if helm lint --strict "$chart" --set "$bad" >"$work/lint.out" 2>&1; then
 			fail "helm lint accepted --set $bad"
 		fi
@@ -161,7 +161,9 @@ t_policy_negative() {
 		'seccompProfile.type must be RuntimeDefault' 'capabilities.drop must be \[ALL\]' \
 		'CAP_BPF must be written without the CAP_ prefix' "lacks \['SYS_PTRACE'\]" \
 		'allowPrivilegeEscalation false with SYS_ADMIN' 'uses subPath' 'restartPolicy: Always' \
-		'no containerPort named pprof' 'no checksum/config'; do
+		'no containerPort named pprof' 'no checksum/config' \
+		'startupProbe on the sidecar must be exec' 'podprof-agent must be an emptyDir' \
+		'must mount podprof-agent read-write' 'container app must mount podprof-agent read-only'; do
 		grep -q "$want" "$work/p.out" || { cat "$work/p.out"; fail "policy did not report: $want"; }
 	done
 	echo "ok   policy rejects every rule in fixtures/bad/policy-bad.yaml"

@@ -15,13 +15,23 @@ the podprof sidecar to your workloads; add this chart as a dependency named
         containers:
           - name: app
             ...
+            env:                                 # the heap agent (agent.preload)
+              {{- include "podprof.appEnv" (dict "root" . "container" "app") | nindent 14 }}
+            volumeMounts:
+              {{- include "podprof.appVolumeMounts" (dict "root" . "container" "app") | nindent 14 }}
           {{- include "podprof.containers" . | nindent 10 }}
         volumes:
           {{- include "podprof.volumes" . | nindent 10 }}
 
 podprof.initContainers renders the sidecar when it runs as a native sidecar
 and podprof.containers when it does not (clusters < 1.29), so include both.
-podprof.sidecar is the container itself (a list item). Pass the root context
+podprof.sidecar is the container itself (a list item).
+podprof.appEnv and podprof.appVolumeMounts are the LD_PRELOAD entry and the
+read-only agent volume for an application container (list items; empty when
+nothing is preloaded: agent.preload false, no native sidecar, or a container
+not in a non-empty agent.containers). Pass (dict "root" . "container" NAME);
+when env or volumeMounts would otherwise be empty, wrap them in `with`
+(an empty `env:` renders as null, which Kubernetes accepts). Pass the root context
 (.): the templates read .Values.podprof when present, else .Values.
 The podprof chart itself renders the ConfigMap they reference.
 */}}
@@ -93,6 +103,57 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the heap agent is preloaded: agent.preload and a native sidecar
+(an ordinary container starts together with the app, the file would be late). */}}
+{{- define "podprof.preload" -}}
+{{- $v := include "podprof.valuesYaml" . | fromYaml -}}
+{{- $a := default dict $v.agent -}}
+{{- if and $a.preload (include "podprof.native" .) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The agent's directory (agent.dir, default /podprof-agent). */}}
+{{- define "podprof.agentDir" -}}
+{{- $v := include "podprof.valuesYaml" . | fromYaml -}}
+{{- (default dict $v.agent).dir | default "/podprof-agent" -}}
+{{- end -}}
+
+{{/* "true" when container .container of the root context .root gets the agent. */}}
+{{- define "podprof.preloadInto" -}}
+{{- $v := include "podprof.valuesYaml" .root | fromYaml -}}
+{{- $names := default list (default dict $v.agent).containers -}}
+{{- if and (include "podprof.preload" .root) (or (not $names) (has .container $names)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The LD_PRELOAD env entry for an application container (list item), or nothing.
+Takes (dict "root" . "container" NAME). */}}
+{{- define "podprof.appEnv" -}}
+{{- if include "podprof.preloadInto" . -}}
+{{- $v := include "podprof.valuesYaml" .root | fromYaml -}}
+{{- $lib := printf "%s/libpodprof-agent.so" (include "podprof.agentDir" .root) -}}
+{{- with (default dict $v.agent).ldPreloadAppend -}}
+{{- $lib = printf "%s:%s" $lib . -}}
+{{- end -}}
+# podprof's heap agent, dormant until podprof enables it. A missing file
+# is only a loader warning. An existing LD_PRELOAD: agent.ldPreloadAppend.
+- name: LD_PRELOAD
+  value: {{ $lib | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* The read-only agent volume mount for an application container (list item), or nothing.
+Takes (dict "root" . "container" NAME). */}}
+{{- define "podprof.appVolumeMounts" -}}
+{{- if include "podprof.preloadInto" . -}}
+- name: podprof-agent
+  mountPath: {{ include "podprof.agentDir" .root | quote }}
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
 {{/* podprof.yaml as rendered into the ConfigMap. */}}
 {{- define "podprof.configFile" -}}
 {{- $v := include "podprof.valuesYaml" . | fromYaml -}}
@@ -109,6 +170,11 @@ true
 {{- $http := default dict $cfg.http -}}
 {{- $_ := set $http "token_file" (printf "/etc/podprof-token/%s" $v.auth.secretKey) -}}
 {{- $_ := set $cfg "http" $http -}}
+{{- end -}}
+{{- if include "podprof.preload" . -}}
+{{- $heap := deepCopy (default dict $cfg.heap) -}}
+{{- $_ := set $heap "agent_dir" (include "podprof.agentDir" .) -}}
+{{- $_ := set $cfg "heap" $heap -}}
 {{- end -}}
 # podprof configuration rendered by the podprof Helm chart.
 {{ toYaml $cfg }}
@@ -167,8 +233,17 @@ profiles.grafana.com/{{ . }}.path: /debug/pprof/{{ get $paths . }}
     - name: pprof
       containerPort: {{ include "podprof.port" . }}
       protocol: TCP
+  {{- if include "podprof.preload" . }}
+  # podprof writes the heap agent into agent.dir before it answers /healthz:
+  # the kubelet starts the app containers once this probe succeeds.
+  startupProbe:
+    exec:
+      command: ["/usr/local/bin/podprof", "healthcheck", {{ include "podprof.listen" . | quote }}]
+    periodSeconds: {{ (default dict $v.agent.startupProbe).periodSeconds | default 1 }}
+    failureThreshold: {{ (default dict $v.agent.startupProbe).failureThreshold | default 60 }}
+  {{- end }}
   {{- if and $v.livenessProbe.enabled (not (include "podprof.loopback" .)) }}
-  # Lenient: only a hung server fails it. No readiness/startup probe on purpose.
+  # Lenient: only a hung server fails it. No readiness probe on purpose.
   livenessProbe:
     httpGet:
       path: /healthz
@@ -226,6 +301,11 @@ profiles.grafana.com/{{ . }}.path: /debug/pprof/{{ get $paths . }}
       mountPath: /etc/podprof-token
       readOnly: true
     {{- end }}
+    {{- if include "podprof.preload" . }}
+    # podprof writes libpodprof-agent.so here (heap.agent_dir).
+    - name: podprof-agent
+      mountPath: {{ include "podprof.agentDir" . | quote }}
+    {{- end }}
 {{- end -}}
 
 {{/* The sidecar if it runs as a native sidecar (for initContainers), else nothing. */}}
@@ -256,6 +336,11 @@ profiles.grafana.com/{{ . }}.path: /debug/pprof/{{ get $paths . }}
     items:
       - key: {{ $v.auth.secretKey }}
         path: {{ $v.auth.secretKey }}
+{{- end }}
+{{- if include "podprof.preload" . }}
+- name: podprof-agent
+  emptyDir:
+    sizeLimit: 16Mi
 {{- end }}
 {{- end -}}
 
