@@ -181,7 +181,8 @@ static void metrics_heap(const struct pp_metrics *m, struct pp_buf *o)
 	pp_buf_printf(o, "# HELP podprof_heap_agent_kernel_path_total Sampled allocations the "
 			 "agent sent to the kernel path instead of its ring: ring_full (podprof "
 			 "behind), stack_unknown (a thread's first sample, or a stack other than "
-			 "its own).\n"
+			 "its own). A preloaded agent has no kernel path: ring_full samples are "
+			 "lost, stack_unknown ones copy only the page holding the stack pointer.\n"
 			 "# TYPE podprof_heap_agent_kernel_path_total counter\n");
 	for (size_t i = 0; i < m->n_listed; i++) {
 		const struct pp_present_target *t = &m->targets[i];

@@ -454,7 +454,7 @@ static const struct {
 		      "threads, http, limits, symbolizer, log)" },
 	{ "heap: {zzz: 1}\n", "x.yaml:1: heap.zzz: unknown key (valid keys: enabled, sample_rate, "
 			      "max_live, ring_mib, "
-			      "budget_percent, over_budget, mode)" },
+			      "budget_percent, over_budget, mode, agent_dir)" },
 	{ "targets:\n  - name: a\n    comn: redis\n", "x.yaml:3: targets[0].comn: unknown key (did "
 						      "you mean comm?)" },
 	{ "cpu.frequency_hz: 5\n", "x.yaml:1: cpu.frequency_hz: unknown key (write it nested: "
