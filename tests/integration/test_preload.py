@@ -17,7 +17,7 @@ import threading
 import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, wait_for, write_tmp
-from test_heap import RATE, SITES, check_sites, per_function, settle, tol
+from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
 
 AGENT = os.environ.get("PODPROF_AGENT_SO")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
@@ -26,6 +26,8 @@ STORM = os.environ.get("WL_HEAP_STORM")
 LIFECYCLE = os.environ.get("WL_HEAP_LIFECYCLE")
 LIFELIB = os.environ.get("WL_HEAP_LIFELIB")
 FORKS = os.environ.get("WL_HEAP_FORKS")
+UNWIND = os.environ.get("WL_HEAP_UNWIND")
+UNWLIB = os.environ.get("WL_HEAP_UNWLIB")
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c, forks.c
 # The agent's ring holds a whole burst of these workloads (site_c: ~10,000
@@ -139,6 +141,28 @@ def test_preload_mode_refuses_without_agent():
     pp.stop()
     watch.done("no agent")
     check(not agent_file_maps(wl.pid), "an agent appeared in a process started without it")
+    wl.kill()
+
+
+def test_harmless_where_unused():
+    """Where the loader cannot use the agent nothing breaks: a missing file
+    is a warning, a static executable ignores LD_PRELOAD (podprof then
+    falls back with its reason), a shell and what it execs run dormant."""
+    import subprocess
+    r = subprocess.run(["/bin/sh", "-c", "exit 7"], env=dict(os.environ, LD_PRELOAD="/nonexistent/libpodprof-agent.so"),
+                       capture_output=True)
+    check(r.returncode == 7 and b"cannot be preloaded" in r.stderr, "missing agent file: %r" % (r,))
+    r = subprocess.run(["/bin/sh", "-c", "echo $((6*7)) | cat; ls / >/dev/null"], env=preload_env(),
+                       capture_output=True)
+    check(r.returncode == 0 and r.stdout == b"42\n" and not r.stderr, "shell with the agent: %r" % (r,))
+    if not MUSL:
+        raise Skip("musl workload not built")
+    wl = Workload([MUSL, "full"], env=preload_env())
+    check(wl.first_line.startswith("waiting"), "static workload said %r" % wl.first_line)
+    check(not agent_file_maps(wl.pid), "a static executable loaded the agent")
+    pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false", "--set", "heap.sample_rate=%d" % RATE)
+    pp.wait_log(r"heap: tracing pid %d .*not injected: static executable" % wl.pid, timeout=60)
+    pp.stop()
     wl.kill()
 
 
@@ -268,6 +292,24 @@ def test_kill_loop():
     check(rc == 0 and out.startswith("ok "), "storm exit %d: %r" % (rc, out))
 
 
+def test_unwind_through_agent():
+    """Another tool's unwinder (libgcc's, through backtrace(3)) in the next
+    malloc after the agent walks through the agent's sampled path (at rate
+    1 every call takes it, with a real call into that malloc) up to main:
+    the agent carries CFI for its code."""
+    wl = Workload([UNWIND], env=preload_env(UNWLIB))
+    check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=1", "--set", "offcpu.enabled=false",
+                 "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*preloaded agent" % wl.pid, timeout=60)
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(re.fullmatch(r"frames \d+", line) is not None, "the unwinder did not reach main: %r" % line)
+    wait_for(lambda: agent_metrics(pp, wl.pid)["ring"] > 0 or None, "a sample through the agent's ring")
+    pp.stop()
+    wl.kill()
+
+
 def ring_rss_kb(pid, size):
     """Rss of the anonymous mapping of exactly size bytes (the agent's ring)."""
     with open("/proc/%d/smaps" % pid) as f:
@@ -306,6 +348,6 @@ def test_ring_given_back():
 
 
 if __name__ == "__main__":
-    run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_musl_preloaded,
+    run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_harmless_where_unused, test_musl_preloaded,
          test_jemalloc_after_agent, test_cxx_preloaded, test_dlopen_later, test_fork_server_other_user,
-         test_kill_loop, test_ring_given_back])
+         test_unwind_through_agent, test_kill_loop, test_ring_given_back])
