@@ -109,7 +109,8 @@ struct pp_inject {
 	/* a preloaded agent (libpodprof-agent.so): nothing mapped, nothing
 	 * redirected; base is its header, hdr.data_off relative to it */
 	bool preloaded;
-	int pidfd; /* preloaded: guards writes without /proc/PID/mem (-1: none) */
+	int memrw; /* preloaded: its /proc/PID/mem, read+write (-1: another user's) */
+	int mmfd; /* preloaded: its /proc/PID/maps, naming its address space */
 };
 
 /* The reading side of the agent's ring: independent of struct pp_inject
@@ -117,7 +118,7 @@ struct pp_inject {
 struct pp_inject_ring {
 	pid_t pid;
 	int fd; /* /proc/PID/mem, read+write; -1: process_vm_readv/writev */
-	int pidfd; /* with fd -1: the process the writes are for */
+	int mmfd; /* with fd -1: /proc/PID/maps of the address space written */
 	uint64_t data; /* address of struct pp_agent_data in the target */
 	uint64_t ring, ring_size; /* where the records are (0: a preloaded agent's
 				   * ring not mapped yet) and their bytes */
@@ -143,9 +144,12 @@ static int mem_fd(pid_t pid, int flags)
 /* Without CAP_DAC_OVERRIDE podprof cannot open /proc/PID/mem of a process
  * running as another user (the file is its owner's, mode 0600), but may
  * read and write its memory with process_vm_readv/writev (CAP_SYS_PTRACE).
- * Unlike a /proc/PID/mem descriptor these name the process by its pid: a
- * write goes only where pidfd (opened while the process was known) says
- * the pid is still that process. */
+ * Unlike a /proc/PID/mem descriptor these name the process by its pid,
+ * and an exec gives that pid a new address space: a write goes only while
+ * mmfd, /proc/PID/maps opened when the address space was the one podprof
+ * knows, still reads it (the descriptor holds that address space: after an
+ * exec or the exit it reads nothing). What is left is the instant between
+ * that check and the write. */
 static int vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
@@ -156,14 +160,13 @@ static int vm_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-static int vm_write(int pidfd, pid_t pid, uint64_t addr, const void *buf, size_t len)
+static int vm_write(int mmfd, pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec l = { (void *)buf, len }, r = { (void *)(uintptr_t)addr, len };
 	ssize_t n;
+	char c;
 
-	/* signal 0: ESRCH once the process is gone; EPERM (no CAP_KILL for
-	 * another user's process) says it is still there */
-	if (pidfd < 0 || (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno != EPERM))
+	if (mmfd < 0 || pread(mmfd, &c, 1, 0) != 1)
 		return -ESRCH;
 	n = process_vm_writev(pid, &l, 1, &r, 1, 0);
 	if (n < 0)
@@ -172,6 +175,18 @@ static int vm_write(int pidfd, pid_t pid, uint64_t addr, const void *buf, size_t
 }
 
 static void preload_release(struct pp_inject *inj);
+
+/* /proc/PID/maps: a descriptor that holds the address space it was opened
+ * on (see vm_write); -errno. */
+static int open_maps(pid_t pid)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/maps", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
 
 static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
@@ -1554,16 +1569,18 @@ int pp_inject__stats(struct pp_inject *inj, struct pp_inject_stats *ret)
 /* A write into the preloaded agent's data (never anywhere else). */
 static int preload_write(struct pp_inject *inj, uint64_t addr, const void *buf, size_t len)
 {
-	int fd = mem_fd(inj->pid, O_RDWR);
-	ssize_t w;
+	if (inj->memrw < 0)
+		return vm_write(inj->mmfd, inj->pid, addr, buf, len);
+	return pwrite(inj->memrw, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
+}
 
-	if (fd == -EACCES || fd == -EPERM)
-		return vm_write(inj->pidfd, inj->pid, addr, buf, len);
-	if (fd < 0)
-		return fd;
-	w = pwrite(fd, buf, len, (off_t)addr);
-	close(fd);
-	return w == (ssize_t)len ? 0 : -EIO;
+static void preload_free(struct pp_inject *inj)
+{
+	if (inj->memrw >= 0)
+		close(inj->memrw);
+	if (inj->mmfd >= 0)
+		close(inj->mmfd);
+	free(inj);
 }
 
 /* Is [a, a + len) inside readable, writable, private mappings? */
@@ -1636,13 +1653,16 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 	struct pp_inject *inj = NULL;
 	uint64_t at = 0, data, v[3] = { 0 };
 	uint32_t version = 0;
-	int r;
+	/* first: the address space everything below reads and writes */
+	int mmfd = open_maps(pid), memrw = mem_fd(pid, O_RDWR), r;
 
 	*ret = NULL;
-	r = pp_maps__read(pid, &maps);
+	if (memrw == -EACCES || memrw == -EPERM)
+		memrw = -1; /* another user's: process_vm_writev, checked on mmfd */
+	r = mmfd < 0 ? mmfd : memrw < -1 ? memrw : pp_maps__read(pid, &maps);
 	if (r < 0) {
 		snprintf(reason, n, "cannot read its maps (%s)", strerror(-r));
-		return r;
+		goto fail;
 	}
 	r = preload_hdr(pid, &maps, &h, &at, &version);
 	data = h.data_off;
@@ -1662,10 +1682,12 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 	}
 	pp_maps__free(&maps);
 	if (r < 0)
-		return r;
+		goto fail;
 	inj = calloc(1, sizeof(*inj));
-	if (!inj)
-		return -ENOMEM;
+	if (!inj) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	inj->pid = pid;
 	inj->memfd = -1;
 	inj->target_fd = -1;
@@ -1676,13 +1698,9 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 		.magic = h.magic, .version = h.version, .nfn = h.nfn, .data_off = data - at
 	};
 	inj->sample_rate = opts->sample_rate;
-	inj->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (inj->pidfd < 0) {
-		r = -errno;
-		free(inj);
-		snprintf(reason, n, "pidfd_open: %s", strerror(-r));
-		return r;
-	}
+	inj->mmfd = mmfd;
+	inj->memrw = memrw;
+	mmfd = memrw = -1;
 	{
 		uint32_t t[PP_AGENT_EXP_TABLE];
 		uint64_t seed = pp_now_mono_ns() ^ ((uint64_t)pid << 32) ^ 0x5bd1e995u, on = 1;
@@ -1705,12 +1723,17 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 	}
 	if (r < 0) {
 		snprintf(reason, n, "cannot enable the preloaded agent (%s)", strerror(-r));
-		close(inj->pidfd);
-		free(inj);
+		preload_free(inj);
 		return r;
 	}
 	*ret = inj;
 	return 0;
+fail:
+	if (mmfd >= 0)
+		close(mmfd);
+	if (memrw >= 0)
+		close(memrw);
+	return r;
 }
 
 extern const unsigned char pp_agent_so[];
@@ -1763,9 +1786,7 @@ static void preload_release(struct pp_inject *inj)
 	preload_write(inj, data_addr(inj, ring_on), &off, sizeof(off));
 	preload_write(inj, data_addr(inj, enabled), &off, sizeof(off));
 	preload_write(inj, data_addr(inj, release), &on, sizeof(on));
-	if (inj->pidfd >= 0)
-		close(inj->pidfd);
-	free(inj);
+	preload_free(inj);
 }
 
 /* ------------------------------------------------------ the in-process ring */
@@ -1778,7 +1799,7 @@ static void preload_release(struct pp_inject *inj)
 static int ring_write64(struct pp_inject_ring *rg, uint64_t addr, uint64_t v)
 {
 	if (rg->fd < 0)
-		return vm_write(rg->pidfd, rg->pid, addr, &v, sizeof(v));
+		return vm_write(rg->mmfd, rg->pid, addr, &v, sizeof(v));
 	return pwrite(rg->fd, &v, sizeof(v), (off_t)addr) == (ssize_t)sizeof(v) ? 0 : -EIO;
 }
 
@@ -1814,13 +1835,24 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 	/* a preloaded agent's ranges stay: its threads wrote no record the
 	 * kernel path would bring again, and each range is its thread's */
 	rg->reused = inj->reused && !inj->preloaded;
-	rg->pidfd = -1;
-	rg->fd = mem_fd(inj->pid, O_RDWR);
+	rg->mmfd = -1;
+	/* a preloaded agent's: the descriptor of the address space it was
+	 * found in (an exec since then must not make it another's) */
+	if (inj->preloaded)
+		rg->fd = inj->memrw >= 0 ? fcntl(inj->memrw, F_DUPFD_CLOEXEC, 0) : -EACCES;
+	else
+		rg->fd = mem_fd(inj->pid, O_RDWR);
 	if (rg->fd == -EACCES || rg->fd == -EPERM) {
-		rg->fd = -1; /* another user's process: process_vm_*, guarded */
-		rg->pidfd = (int)syscall(SYS_pidfd_open, inj->pid, 0);
-		if (rg->pidfd < 0) {
-			r = -errno;
+		/* another user's process: process_vm_*, guarded (vm_write); the
+		 * agent's data checked still there: an exec since inj found it
+		 * would leave this descriptor another address space's */
+		char c;
+
+		rg->fd = -1;
+		rg->mmfd = inj->preloaded ? fcntl(inj->mmfd, F_DUPFD_CLOEXEC, 0)
+					  : open_maps(inj->pid);
+		if (rg->mmfd < 0 || pread(rg->mmfd, &c, 1, 0) != 1) {
+			r = -ESRCH;
 			goto fail;
 		}
 	} else if (rg->fd < 0) {
@@ -1879,8 +1911,8 @@ void pp_inject__ring_close(struct pp_inject_ring *rg)
 		return;
 	if (rg->fd >= 0)
 		close(rg->fd);
-	if (rg->pidfd >= 0)
-		close(rg->pidfd);
+	if (rg->mmfd >= 0)
+		close(rg->mmfd);
 	free(rg);
 }
 
