@@ -376,8 +376,9 @@ def nginx_run(with_podprof):
         every = set(workers)
         nginx_requests(sock, 100, "g0")
         for i in range(1, RELOADS + 1):
+            # as in a container where LD_PRELOAD is set for every process
             r = subprocess.run(base + ["-s", "reload"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=60)
+                               env=preload_env(), timeout=60)
             check(r.returncode == 0, "%s: nginx -s reload: %s" % (label, r.stdout.decode(errors="replace")))
             old = workers
 
