@@ -12,6 +12,10 @@ PKGS=(
   libcmocka-dev python3 golang-go elfutils binutils linux-perf musl-tools libjemalloc-dev
   libcap2-bin util-linux procps libclang-rt-14-dev clang-format yamllint unzip
   curl libc6-dbg dwz g++
+  # tests/integration/test_daemons.py: real forking daemons run with the preloaded heap
+  # agent (each on a unix socket in a temporary directory; the services the packages
+  # install are not started, see policy-rc.d below)
+  redis-server nginx postgresql-15
   # the browser test of /debug/pprof/ui/ (tests/browser)
   chromium fonts-dejavu-core
   # tests/podman: the image built and the manifests played (rootful podman 4.3, runc,
@@ -29,6 +33,15 @@ if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # Daemons' postinst scripts start their system service (redis on 6379, nginx on
+  # 80, a PostgreSQL cluster on 5432): refused while installing, as in a container
+  # image, unless a policy is already in place.
+  policy=/usr/sbin/policy-rc.d
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # web/'s node modules (pinned by web/package-lock.json): esbuild for
