@@ -19,7 +19,8 @@ thread profiling off (heap only, as run_heap.py).
 
 RSS: the target's VmRSS (/proc/PID/status) after its timed loops (podprof
 still attached where there is one), the Rss of the agent's ring (the
-anonymous mapping of exactly the ring's size: 4 MiB at the default rate),
+anonymous mapping of exactly the ring's size: 4 MiB at the default rate;
+the injected agent's ring is inside its image and not in this column),
 and for the podprof runs VmRSS again after podprof stopped and the target
 ran one more loop (the preloaded agent gives its ring back on the first
 allocation after podprof left); that loop's ns per pair is shown too.
@@ -205,8 +206,9 @@ def main():
         print("| %s | %s | %s | %s | %s |" % (name, mr("ns", "%.2f"), mr("extra", "%.2f"),
                                               mr("ratio", "%.3f"), ev))
     print()
-    print("| configuration | target VmRSS after the loops | ring Rss | VmRSS after podprof "
-          "stopped + one loop | ring Rss then | ns per pair of that loop |")
+    print("| configuration | target VmRSS after the loops | preloaded agent's ring Rss "
+          "(4 MiB mapping) | VmRSS after podprof stopped + one loop | ring Rss then "
+          "| ns per pair of that loop |")
     print("|---|---|---|---|---|---|")
     mib = 1048576.0
     for name, _ in configs:
