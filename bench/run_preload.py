@@ -15,7 +15,9 @@ all in one invocation, interleaved (the order rotates every repetition), at
 the default heap.sample_rate (512 KiB). Each run times ROUNDS loops of PAIRS
 pairs in one process and keeps their median; the ratios are against the
 unprofiled run of the same repetition. podprof runs with CPU, off-CPU and
-thread profiling off (heap only, as run_heap.py).
+thread profiling off (heap only, as run_heap.py); its CPU over the timed
+loops (utime+stime from /proc, as a share of one CPU) is shown, since on a
+small machine it competes with the target.
 
 RSS: the target's VmRSS (/proc/PID/status) after its timed loops (podprof
 still attached where there is one), the Rss of the agent's ring (the
@@ -35,7 +37,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Podprof, loadavg, machine_line, median, prioritize, proc_rss_bytes, rotated  # noqa: E402
+from benchlib import (Podprof, loadavg, machine_line, median, prioritize, proc_cpu_seconds,  # noqa: E402
+                      proc_rss_bytes, rotated)
 
 NICE = prioritize()
 
@@ -136,8 +139,10 @@ def run_podprof(mode):
         wait_log(pp, r"heap: tracing pid %d .*%s" % (b.pid, want))
         pp.wait_warm()
         m0 = pp.metrics()
+        c0, t0 = proc_cpu_seconds(pp.pid), time.monotonic()
         ns = b.rounds(ROUNDS)
-        r = {"ns": ns, "rss": proc_rss_bytes(b.pid), "ring": b.ring_rss()}
+        c1, t1 = proc_cpu_seconds(pp.pid), time.monotonic()
+        r = {"ns": ns, "prof_cpu": (c1 - c0) / (t1 - t0), "rss": proc_rss_bytes(b.pid), "ring": b.ring_rss()}
         time.sleep(0.3)  # podprof's read interval: let it drain the ring
         m1 = pp.metrics()
         pp.stop()
@@ -191,20 +196,25 @@ def main():
     print("loadavg after: %s" % loadavg())
     print()
     print("| configuration | ns per malloc+free (median, range) | extra ns per pair (median, range) "
-          "| ratio to (a) (median, range) | heap events per pair |")
-    print("|---|---|---|---|---|")
+          "| ratio to (a) (median, range) | heap events per pair | podprof CPU during the loops "
+          "(median, max) |")
+    print("|---|---|---|---|---|---|")
     for name, _ in configs:
         xs = res[name]
         if not xs:
-            print("| %s | failed: %s | | | |" % (name, errors.get(name, "?").replace("|", "/")))
+            print("| %s | failed: %s | | | | |" % (name, errors.get(name, "?").replace("|", "/")))
             continue
 
         def mr(k, fmt):
             v = [x[k] for x in xs]
             return (fmt + " (" + fmt + " to " + fmt + ")") % (median(v), min(v), max(v))
-        ev = "%.5f" % median(x["events"] for x in xs) if "events" in xs[0] else ""
-        print("| %s | %s | %s | %s | %s |" % (name, mr("ns", "%.2f"), mr("extra", "%.2f"),
-                                              mr("ratio", "%.3f"), ev))
+        ev = cpu = ""
+        if "events" in xs[0]:
+            ev = "%.5f" % median(x["events"] for x in xs)
+            cpu = "%.1f%% (%.1f%%)" % (100 * median(x["prof_cpu"] for x in xs),
+                                       100 * max(x["prof_cpu"] for x in xs))
+        print("| %s | %s | %s | %s | %s | %s |" % (name, mr("ns", "%.2f"), mr("extra", "%.2f"),
+                                                   mr("ratio", "%.3f"), ev, cpu))
     print()
     print("| configuration | target VmRSS after the loops | preloaded agent's ring Rss "
           "(4 MiB mapping) | VmRSS after podprof stopped + one loop | ring Rss then "
