@@ -19,7 +19,7 @@ import time
 from harness import Podprof, Skip, Workload, check, frames, run, wait_for, write_tmp
 from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
 
-AGENT = os.environ.get("PODPROF_AGENT_SO")
+AGENT = os.environ.get("WL_AGENT_SO")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
 CXX = os.environ.get("WL_HEAP_CXX")
 STORM = os.environ.get("WL_HEAP_STORM")
@@ -29,6 +29,7 @@ FORKS = os.environ.get("WL_HEAP_FORKS")
 UNWIND = os.environ.get("WL_HEAP_UNWIND")
 UNWLIB = os.environ.get("WL_HEAP_UNWLIB")
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+JEMALLOC_LINKED = os.environ.get("WL_HEAP_SITES_JEMALLOC")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c, forks.c
 # The agent's ring holds a whole burst of these workloads (site_c: ~10,000
 # samples of up to a page of stack each in a fraction of a second), so the
@@ -37,7 +38,7 @@ RING = ("--set", "heap.ring_mib=64")
 
 
 def preload_env(*more):
-    check(AGENT and os.path.exists(AGENT), "PODPROF_AGENT_SO not built")
+    check(AGENT and os.path.exists(AGENT), "WL_AGENT_SO not built")
     return dict(os.environ, LD_PRELOAD=" ".join((AGENT,) + more))
 
 
@@ -182,6 +183,16 @@ def test_jemalloc_after_agent():
         check("libjemalloc" in f.read(), "jemalloc not loaded")
     check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-after-agent")
     finish(wl, pp, watch, "jemalloc")
+
+
+def test_jemalloc_linked():
+    """jemalloc linked into the program (a DT_NEEDED library): the agent
+    forwards to it, the next definition after the agent."""
+    if not JEMALLOC_LINKED:
+        raise Skip("jemalloc workload not built")
+    wl, pp, watch = sites(JEMALLOC_LINKED)
+    check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-linked")
+    finish(wl, pp, watch, "jemalloc linked")
 
 
 def check_life_site(prof, fn, label):
@@ -349,5 +360,5 @@ def test_ring_given_back():
 
 if __name__ == "__main__":
     run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_harmless_where_unused, test_musl_preloaded,
-         test_jemalloc_after_agent, test_cxx_preloaded, test_dlopen_later, test_fork_server_other_user,
+         test_jemalloc_after_agent, test_jemalloc_linked, test_cxx_preloaded, test_dlopen_later, test_fork_server_other_user,
          test_unwind_through_agent, test_kill_loop, test_ring_given_back])
