@@ -124,6 +124,7 @@ def yaml_docs(text):
 
 
 AGENT = "/podprof-agent/libpodprof-agent.so"
+RATE = 16  # heap.sample_rate of the preload scenarios (see main())
 
 
 def preloads(c):
@@ -143,7 +144,8 @@ def agent_dir_configured(docs):
     for d in docs:
         if d.get("kind") == "ConfigMap":
             for v in (d.get("data") or {}).values():
-                if (yaml.safe_load(v) or {}).get("heap", {}).get("agent_dir") == os.path.dirname(AGENT):
+                cfg = yaml.safe_load(v)
+                if isinstance(cfg, dict) and (cfg.get("heap") or {}).get("agent_dir") == os.path.dirname(AGENT):
                     return True
     return False
 
@@ -515,12 +517,21 @@ def main():
         # learns from the kubelet's termination-log mount; podman kube play
         # makes no such mount, so the demo's processes are selected by
         # executable instead (the pause process stays out either way).
-        values = ["--kube-version", "1.28.0", "--set", "demo.enabled=true", "--set", "listen=:6060",
+        values = ["--set", "demo.enabled=true", "--set", "listen=:6060",
                   "--set", "config.targets[0].name=app", "--set", "config.targets[0].exe=/usr/bin/*"]
-        chart_default = yaml_docs(sh([helm, "template", "rel", os.path.join(ROOT, "charts", "podprof")] +
-                                     values).stdout.decode())
-        chart_local = yaml_docs(sh([helm, "template", "rel", os.path.join(ROOT, "charts", "podprof")] +
-                                   values + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
+        # < 1.29: podprof an ordinary container, nothing preloaded (injection).
+        v128 = ["--kube-version", "1.28.0"] + values
+        # >= 1.29: the native sidecar and the heap agent preloaded (the
+        # chart's default). The demo's shell mallocs 32 bytes once per loop
+        # (about every 10 s) after podprof enabled the agent, and gzip and
+        # head allocate only before that: at the default 512 KiB rate its
+        # heap profile would stay empty, so this scenario samples every 16
+        # bytes on average.
+        v129 = ["--kube-version", "1.29.0"] + values + ["--set", "config.heap.sample_rate=%d" % RATE]
+        chart = [helm, "template", "rel", os.path.join(ROOT, "charts", "podprof")]
+        chart_default = yaml_docs(sh(chart + v128).stdout.decode())
+        chart_local = yaml_docs(sh(chart + v128 + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
+        chart_preload = yaml_docs(sh(chart + v129 + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
         kust = yaml_docs(sh([kubectl, "kustomize", os.path.join(ROOT, "deploy")]).stdout.decode())
         # kustomize output with the node's seccomp profile, as the README tells CRI-O users.
         for d in kust:
@@ -531,12 +542,16 @@ def main():
                                                               "localhostProfile": "podprof.json"}
         # The manifests listen on 127.0.0.1 (kubectl port-forward reaches it);
         # podman has no port-forward, so the pod is reached on its own IP.
+        # The demo's heap rate as in v129 above.
         for d in kust:
             if d.get("kind") == "ConfigMap":
                 for k, v in (d.get("data") or {}).items():
-                    d["data"][k] = v.replace('listen: "127.0.0.1:6060"', 'listen: ":6060"')
+                    check("  sample_rate: 524288\n" in v, "kustomize config without heap.sample_rate 524288")
+                    d["data"][k] = v.replace('listen: "127.0.0.1:6060"', 'listen: ":6060"').replace(
+                        "  sample_rate: 524288\n", "  sample_rate: %d\n" % RATE)
         scenario_default_seccomp(chart_default)
         scenario_podprof_seccomp("chart, podprof.json", chart_local)
+        scenario_podprof_seccomp("chart 1.29, podprof.json, preload", chart_preload, preload=True)
         scenario_podprof_seccomp("kustomize, podprof.json, preload", kust, default_targets=True, preload=True)
     except AssertionError as e:
         log("FAIL: %s" % e)
