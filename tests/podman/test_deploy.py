@@ -11,12 +11,30 @@ container: the chart renders that for Kubernetes < 1.29, and the kustomize
 output gets the same move here. The host settings podman needs on this
 machine live in containers.conf (CONTAINERS_CONF), not in /etc.
 
+The heap agent preloaded at start (heap.agent_dir, LD_PRELOAD, the
+sidecar's startup probe holding back the app) needs two podman-only
+stand-ins, applied only to manifests that preload: the app container's
+command waits until podprof wrote the agent file, then execs the unchanged
+command (wait_for_agent: the kubelet's startup-probe gating), and each
+emptyDir is created afresh, root's, mode 0777, as the kubelet makes it
+(Pod.empty_dirs: podman would chown it to whichever container mounts it
+first).
+
 Scenarios:
-  default seccomp (RuntimeDefault): podman's profile allows bpf and
-    perf_event_open only with CAP_SYS_ADMIN. podprof must refuse the CPU and
-    heap profiles with a 500 naming seccomp and deploy/seccomp/podprof.json,
-    and show the states in /metrics.
-  deploy/seccomp/podprof.json (Localhost): every profile works.
+  default seccomp (RuntimeDefault), chart for 1.28: podman's profile allows
+    bpf and perf_event_open only with CAP_SYS_ADMIN. podprof must refuse the
+    CPU and heap profiles with a 500 naming seccomp and
+    deploy/seccomp/podprof.json, and show the states in /metrics.
+  deploy/seccomp/podprof.json (Localhost): every profile works, with
+    - the chart for 1.28: no native sidecar, nothing preloaded (injection);
+    - the chart for 1.29, the kustomize demo (deploy/), and deploy/sidecar
+      with a copy of preload-patch.yaml on the demo's app as a user would
+      write it: the agent preloaded. The app's process maps
+      /podprof-agent/libpodprof-agent.so, podprof's log, /metrics and heap
+      profile comments say mode preload, the heap profile (go tool pprof
+      -raw) has samples, and TracerPid of every task of the app container
+      stays 0 from the play to the end (polled from the host; the goroutine
+      profile, which stops threads by design, is not requested there).
 
 Exits 77 (skip, with the reason) only where podman cannot run at all."""
 import json
@@ -162,6 +180,47 @@ def wait_for_agent(c):
     wait = 'a=$1; shift; while [ ! -e "$a" ]; do sleep 0.1; done; exec "$@"'
     c["command"] = ["/bin/sh", "-c", wait, "podman-wait-agent", AGENT] + c["command"] + \
         list(c.pop("args", None) or [])
+
+
+def kustomize_component(kubectl):
+    """What deploy/sidecar/kustomization.yaml tells a user to do, with the
+    demo's Deployment as the user's own: the app alone (podprof's container,
+    its volumes and the app's LD_PRELOAD and agent mount taken out),
+    annotated podprof/inject, the component, and a copy of
+    preload-patch.yaml with APP_CONTAINER replaced by "app"."""
+    import yaml
+    with open(os.path.join(ROOT, "deploy", "deployment.yaml")) as f:
+        dep = yaml.safe_load(f)
+    dep["metadata"].pop("namespace", None)
+    dep["metadata"].setdefault("annotations", {})["podprof/inject"] = "true"
+    tpl = dep["spec"]["template"]
+    tpl["metadata"]["annotations"].pop("checksum/config", None)
+    spec = tpl["spec"]
+    for k in ("initContainers", "volumes", "shareProcessNamespace"):
+        spec.pop(k, None)
+    (app,) = spec["containers"]
+    app.pop("env")
+    app.pop("volumeMounts")
+    check(not preloads(app), "app container still preloads")
+    with open(os.path.join(ROOT, "deploy", "sidecar", "preload-patch.yaml")) as f:
+        patch = f.read()
+    check(patch.count("- name: APP_CONTAINER\n") == 1, "preload-patch.yaml: no APP_CONTAINER placeholder")
+    d = tempfile.mkdtemp(prefix="podprof-kust-")
+    try:
+        with open(os.path.join(d, "deployment.yaml"), "w") as f:
+            yaml.safe_dump(dep, f)
+        with open(os.path.join(d, "preload-patch.yaml"), "w") as f:
+            f.write(patch.replace("- name: APP_CONTAINER\n", "- name: app\n"))
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                            "resources": ["deployment.yaml"],
+                            "components": [os.path.relpath(os.path.join(ROOT, "deploy", "sidecar"), d)],
+                            "patches": [{"path": "preload-patch.yaml",
+                                         "target": {"kind": "Deployment", "name": dep["metadata"]["name"]}}]},
+                           f)
+        return yaml_docs(sh([kubectl, "kustomize", d]).stdout.decode())
+    finally:
+        shutil.rmtree(d)
 
 
 def for_podman(docs, seccomp, preload=False):
@@ -533,8 +592,9 @@ def main():
         chart_local = yaml_docs(sh(chart + v128 + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
         chart_preload = yaml_docs(sh(chart + v129 + ["--set", "seccompProfile.type=Localhost"]).stdout.decode())
         kust = yaml_docs(sh([kubectl, "kustomize", os.path.join(ROOT, "deploy")]).stdout.decode())
+        comp = kustomize_component(kubectl)
         # kustomize output with the node's seccomp profile, as the README tells CRI-O users.
-        for d in kust:
+        for d in kust + comp:
             for c in (d.get("spec", {}).get("template", {}).get("spec", {}).get("initContainers") or []) + \
                     (d.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []):
                 if c.get("name") == "podprof":
@@ -543,7 +603,7 @@ def main():
         # The manifests listen on 127.0.0.1 (kubectl port-forward reaches it);
         # podman has no port-forward, so the pod is reached on its own IP.
         # The demo's heap rate as in v129 above.
-        for d in kust:
+        for d in kust + comp:
             if d.get("kind") == "ConfigMap":
                 for k, v in (d.get("data") or {}).items():
                     check("  sample_rate: 524288\n" in v, "kustomize config without heap.sample_rate 524288")
@@ -553,6 +613,8 @@ def main():
         scenario_podprof_seccomp("chart, podprof.json", chart_local)
         scenario_podprof_seccomp("chart 1.29, podprof.json, preload", chart_preload, preload=True)
         scenario_podprof_seccomp("kustomize, podprof.json, preload", kust, default_targets=True, preload=True)
+        scenario_podprof_seccomp("kustomize component + preload-patch, podprof.json", comp,
+                                 default_targets=True, preload=True)
     except AssertionError as e:
         log("FAIL: %s" % e)
         sys.exit(1)
