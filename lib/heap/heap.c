@@ -851,7 +851,22 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 	if (r < 0 && t->opts.mode == PP_HEAP_MODE_PRELOAD) {
 		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
 	} else if (r < 0 && r != -ESRCH) {
+		/* auto: why there is no preloaded agent to use, when there is
+		 * one (not the common "none"), stays in front of the reason
+		 * injection gives */
+		char pre[sizeof(p->mode_reason)] = "";
+
+		if (r != -ENOENT && r != -EOPNOTSUPP)
+			snprintf(pre, sizeof(pre), "%s", p->mode_reason);
 		r = attach_inject(t, p);
+		if (r < 0 && pre[0]) {
+			char both[2 * sizeof(p->mode_reason) + 32];
+
+			snprintf(both, sizeof(both), "preloaded agent: %s; %s", pre,
+				 p->mode_reason);
+			snprintf(p->mode_reason, sizeof(p->mode_reason), "%.*s",
+				 (int)sizeof(p->mode_reason) - 1, both);
+		}
 		if (r < 0 && t->opts.mode == PP_HEAP_MODE_INJECT)
 			snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
 		else if (r < 0 && r != -ESRCH)

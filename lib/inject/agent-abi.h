@@ -114,10 +114,11 @@ struct pp_agent_data {
 	uint64_t enabled;
 	uint64_t preload; /* written by the agent: loaded by ld.so, no kernel path */
 	uint64_t notes; /* THREAD records written (first allocation of a thread) */
-	/* written by the agent at load, on the main thread: its slot (index
-	 * + 1) and an address on its stack, for podprof to give it a range
-	 * before its first sample */
-	uint64_t main_slot, main_sp;
+	/* written by the agent at load, on the main thread: its thread
+	 * pointer and an address on its stack; by podprof when it enables
+	 * the agent: that stack's range, which the main thread's slot takes
+	 * when the thread claims it (before its first sample) */
+	uint64_t main_tp, main_sp, main_lo, main_hi;
 	/* Preloaded agent's ring: mapped by the agent when it first needs it
 	 * (nothing while dormant), ring_req bytes (a power of two podprof
 	 * sizes from the rate); ring_map = its address | log2 of its size.

@@ -229,6 +229,10 @@ static __attribute__((noinline)) struct pp_agent_thread *tstate_slow(uint64_t tp
 						__ATOMIC_ACQUIRE)) {
 			t->rng = hash64(tp ^ D.seed) | 1;
 			t->left = draw(t);
+			if (PRELOAD && tp == D.main_tp && D.main_hi) {
+				t->stack_lo = D.main_lo;
+				__atomic_store_n(&t->stack_hi, D.main_hi, __ATOMIC_RELEASE);
+			}
 			if (PRELOAD)
 				ring_note((uint64_t)(t - D.threads),
 					  (uint64_t)__builtin_frame_address(0));
@@ -1120,12 +1124,11 @@ static uint64_t so_real[PP_AG_NFN] = {
  * dlopen()ed later is found at its first call). */
 __attribute__((constructor)) static void pp_agent_init(void)
 {
-	struct pp_agent_thread *t = tstate(); /* the main thread's slot */
+	uint64_t tp;
 
-	if (t != &D.overflow) {
-		D.main_sp = (uint64_t)__builtin_frame_address(0);
-		D.main_slot = (uint64_t)(t - D.threads) + 1;
-	}
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	D.main_tp = tp; /* the main thread (constructors run on it) */
+	D.main_sp = (uint64_t)__builtin_frame_address(0);
 	for (unsigned i = 0; i < PP_AG_NFN; i++) {
 		int pass = 0;
 		uint64_t f = resolve(i, &pass);

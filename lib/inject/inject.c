@@ -1879,18 +1879,26 @@ struct pp_inject_ring *pp_inject__ring_open(struct pp_inject *inj, uint32_t copy
 		i += k;
 	}
 	if (inj->preloaded) {
-		/* the main thread's range now: a program that allocates in a
-		 * burst at once would otherwise sample it without stacks until
-		 * its THREAD record is read */
-		uint64_t ms[2];
+		/* the main thread's range now (its slot takes it when the
+		 * thread claims one): a program that allocates in a burst at
+		 * once would otherwise sample it without stacks until its
+		 * THREAD record is read */
+		uint64_t sp;
+		struct pp_maps maps = { 0 };
 
-		if (ring_pread(rg, ms, sizeof(ms), ring_addr(rg, main_slot)) == 0 && ms[0] &&
-		    ms[0] <= (1u << PP_AGENT_THREAD_BITS))
-			pp_inject__thread_stack(rg,
-						ring_addr(rg, threads) +
-							(ms[0] - 1) *
-								sizeof(struct pp_agent_thread),
-						ms[1], 0, NULL);
+		if (ring_pread(rg, &sp, sizeof(sp), ring_addr(rg, main_sp)) == 0 &&
+		    pp_maps__read(rg->pid, &maps) == 0) {
+			for (size_t i = 0; i < maps.n; i++) {
+				const struct pp_map *m = &maps.v[i];
+
+				if (m->start <= sp && sp < m->end && m->path &&
+				    strcmp(m->path, "[stack]") == 0 && (m->prot & PP_PROT_W)) {
+					ring_write64(rg, ring_addr(rg, main_lo), m->start);
+					ring_write64(rg, ring_addr(rg, main_hi), m->end);
+				}
+			}
+			pp_maps__free(&maps);
+		}
 	}
 	r = pp_inject__ring_copy(rg, copy_bytes);
 	if (r == 0)
