@@ -128,6 +128,10 @@ struct pp_agent_data {
 	 * struct ends before ring[]. */
 	uint64_t ring_req, ring_map, release;
 	uint64_t writers; /* threads writing a record into it now */
+	/* the process podprof enabled the agent in (written by podprof): a
+	 * fork child inherits the agent enabled, and records nothing until
+	 * podprof adopts it (its samples are dropped, counted in foreign) */
+	uint64_t owner_pid, foreign;
 	/* the agent's side, one line for the positions, one for counters */
 	uint64_t ring_claimed __attribute__((aligned(64))); /* head + owed FREE records */
 	uint64_t ring_head; /* bytes reserved */

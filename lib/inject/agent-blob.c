@@ -381,6 +381,14 @@ static __attribute__((noinline)) void ring_release(void)
 		sys6(28 /* madvise */, (long)(m & ~4095ull), (long)(1ull << (m & 63)),
 		     4 /* MADV_DONTNEED */, 0, 0, 0);
 }
+/* A fork child podprof has not adopted (yet): its copy of the ring is not
+ * read. One getpid per sampled allocation, not per call. */
+static int foreign(void)
+{
+	uint64_t owner = __atomic_load_n(&D.owner_pid, __ATOMIC_RELAXED);
+
+	return owner && (uint64_t)sys6(39 /* getpid */, 0, 0, 0, 0, 0, 0) != owner;
+}
 #define DORMANT_WORK()                                                       \
 	do {                                                                 \
 		if (unlikely(__atomic_load_n(&D.release, __ATOMIC_RELAXED))) \
@@ -390,6 +398,7 @@ static __attribute__((noinline)) void ring_release(void)
 #define ring_words() (D.ring)
 #define ring_bytes() PP_AGENT_RING_SIZE
 #define ring_map() 1
+#define foreign() 0
 #define DORMANT_WORK() \
 	do {           \
 	} while (0)
@@ -433,7 +442,7 @@ static void ring_note_in(uint64_t idx, uint64_t sp)
 {
 	uint64_t c = __atomic_load_n(&D.ring_claimed, __ATOMIC_RELAXED), pos;
 
-	if (!__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED) || !ring_map())
+	if (!__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED) || foreign() || !ring_map())
 		return;
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&D.ring_tail, __ATOMIC_ACQUIRE);
@@ -457,9 +466,9 @@ static void ring_free_in(uint64_t p)
 {
 	uint64_t pos;
 
-	if (PRELOAD && !__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED)) {
-		/* nobody reads it (podprof stopped): give the room back
-		 * rather than touch the ring's pages again */
+	if (PRELOAD && (!__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED) || foreign())) {
+		/* nobody reads it (podprof stopped, or a fork child's copy):
+		 * give the room back rather than touch the ring's pages */
 		__atomic_fetch_sub(&D.ring_claimed, PP_AGENT_FREE_REC, __ATOMIC_RELAXED);
 		return;
 	}
@@ -483,6 +492,10 @@ static int record_in(uint64_t p, uint64_t size, struct pp_agent_thread *t, const
 
 	if (!__atomic_load_n(&D.ring_on, __ATOMIC_RELAXED) || t == &D.overflow)
 		goto kernel;
+	if (foreign()) {
+		__atomic_fetch_add(&D.foreign, 1, __ATOMIC_RELAXED);
+		return 1; /* not adopted: dropped, and so is its FREE */
+	}
 	hi = __atomic_load_n(&t->stack_hi, __ATOMIC_ACQUIRE);
 	if (!hi || sp < __atomic_load_n(&t->stack_lo, __ATOMIC_RELAXED) || sp >= hi) {
 		__atomic_fetch_add(&D.ring_nostack, 1, __ATOMIC_RELAXED);

@@ -1715,6 +1715,9 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 		if (!r)
 			r = preload_write(inj, data_addr(inj, ring_req), &opts->ring_bytes,
 					  sizeof(opts->ring_bytes));
+		if (!r) /* this process records (a fork child is adopted here) */
+			r = preload_write(inj, data_addr(inj, owner_pid),
+					  &(uint64_t){ (uint64_t)pid }, sizeof(uint64_t));
 		if (!r) /* an earlier podprof's request to give the ring back */
 			r = preload_write(inj, data_addr(inj, release), &(uint64_t){ 0 },
 					  sizeof(uint64_t));
