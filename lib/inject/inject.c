@@ -1982,6 +1982,14 @@ static ssize_t ring_complete(const uint8_t *buf, size_t len, uint64_t pos)
 	return (ssize_t)off;
 }
 
+static int thread_stack_in(struct pp_inject_ring *rg, uint64_t slot_addr, uint64_t sp, pid_t tid,
+			   const struct pp_maps *maps, unsigned *ret_index);
+
+/* At most this many THREAD records are acted on per drain (each is a look
+ * at one maps snapshot): a target writing nothing else cannot keep podprof
+ * busy. The agent asks again with its thread's next sample. */
+#define RING_NOTES_MAX 256
+
 /* A preloaded agent's ring, once it mapped one: where and how big (its
  * word, as everything in the target, is checked before use). */
 static int ring_locate(struct pp_inject_ring *rg)
@@ -2002,6 +2010,9 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 	uint64_t head, start;
 	uint8_t *buf = NULL; /* RING_CHUNK bytes while records are read */
 	ssize_t total = 0;
+	struct pp_maps tm = { 0 }; /* for THREAD records: read once, at the first */
+	unsigned notes = 0;
+	int tm_r = 1;
 
 	if (!rg || !fn)
 		return -EINVAL;
@@ -2074,12 +2085,15 @@ ssize_t pp_inject__ring_drain(struct pp_inject_ring *rg, pp_inject_rec_fn fn, vo
 				uint64_t sp;
 
 				memcpy(&sp, h + 1, sizeof(sp));
-				if (h->addr < (1u << PP_AGENT_THREAD_BITS)) {
-					int e = pp_inject__thread_stack(
+				if (tm_r == 1 && h->addr < (1u << PP_AGENT_THREAD_BITS))
+					tm_r = pp_maps__read(rg->pid, &tm);
+				if (tm_r == 0 && notes++ < RING_NOTES_MAX &&
+				    h->addr < (1u << PP_AGENT_THREAD_BITS)) {
+					int e = thread_stack_in(
 						rg,
 						ring_addr(rg, threads) +
 							h->addr * sizeof(struct pp_agent_thread),
-						sp, 0, NULL);
+						sp, 0, &tm, NULL);
 
 					if (e < 0)
 						pp_dbg("inject: pid %d: slot %llu: no stack range "
@@ -2110,6 +2124,7 @@ skip:
 		break;
 	}
 	free(buf);
+	pp_maps__free(&tm);
 	return total;
 }
 
@@ -2126,8 +2141,20 @@ int pp_inject__thread_index(const struct pp_inject_ring *rg, uint64_t slot_addr)
 int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint64_t sp, pid_t tid,
 			    unsigned *ret_index)
 {
-	uint64_t tp, at;
 	struct pp_maps maps = { 0 };
+	int r = pp_maps__read(rg ? rg->pid : 0, &maps);
+
+	if (r < 0)
+		return r;
+	r = thread_stack_in(rg, slot_addr, sp, tid, &maps, ret_index);
+	pp_maps__free(&maps);
+	return r;
+}
+
+static int thread_stack_in(struct pp_inject_ring *rg, uint64_t slot_addr, uint64_t sp, pid_t tid,
+			   const struct pp_maps *maps, unsigned *ret_index)
+{
+	uint64_t tp, at;
 	const struct pp_map *m = NULL;
 	int idx = pp_inject__thread_index(rg, slot_addr), r;
 	bool ok, main_stack;
@@ -2136,12 +2163,9 @@ int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint6
 		return idx;
 	if (ring_pread(rg, &tp, sizeof(tp), slot_addr) < 0)
 		return -ESRCH;
-	r = pp_maps__read(rg->pid, &maps);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < maps.n; i++)
-		if (maps.v[i].start <= sp && sp < maps.v[i].end) {
-			m = &maps.v[i];
+	for (size_t i = 0; i < maps->n; i++)
+		if (maps->v[i].start <= sp && sp < maps->v[i].end) {
+			m = &maps->v[i];
 			break;
 		}
 	/* A range the copy can rely on for as long as the thread lives: the
@@ -2173,7 +2197,6 @@ int pp_inject__thread_stack(struct pp_inject_ring *rg, uint64_t slot_addr, uint6
 	} else {
 		r = -ENOENT;
 	}
-	pp_maps__free(&maps);
 	if (!r && ret_index)
 		*ret_index = (unsigned)idx;
 	return r;

@@ -10,9 +10,12 @@ step of podprof; fork-per-request children running as another user never
 die and are profiled; podprof SIGTERMed and SIGKILLed in a loop next to a
 busy 8-thread target leaves its checksum intact; a process podprof left
 gives the ring's memory back."""
+import atexit
 import os
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -37,9 +40,33 @@ LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c, forks.c
 RING = ("--set", "heap.ring_mib=64")
 
 
-def preload_env(*more):
+_shared = {}
+
+
+def shared_copy(path):
+    """path copied into a directory every user may read: a fresh clone's
+    build lives under a 0700 mktemp directory, where a process running as
+    nobody cannot load the agent or run a workload (as in a pod, where the
+    agent comes from a volume every container user may read)."""
+    if path not in _shared:
+        if "dir" not in _shared:
+            _shared["dir"] = tempfile.mkdtemp(prefix="podprof-preload-")
+            os.chmod(_shared["dir"], 0o755)
+            atexit.register(shutil.rmtree, _shared["dir"], True)
+        dst = os.path.join(_shared["dir"], os.path.basename(path))
+        shutil.copy(path, dst)
+        os.chmod(dst, 0o755)
+        _shared[path] = dst
+    return _shared[path]
+
+
+def agent_path():
     check(AGENT and os.path.exists(AGENT), "WL_AGENT_SO not built")
-    return dict(os.environ, LD_PRELOAD=" ".join((AGENT,) + more))
+    return shared_copy(AGENT)
+
+
+def preload_env(*more):
+    return dict(os.environ, LD_PRELOAD=" ".join((agent_path(),) + more))
 
 
 class TracerWatch:
@@ -114,7 +141,7 @@ def finish(wl, pp, watch, label):
     watch.done(label)
     # only the loader's mappings of the file: nothing of podprof's own
     maps = agent_file_maps(wl.pid)
-    check(maps and all(m[5] == AGENT for m in maps), "%s: agent mappings %s" % (label, maps))
+    check(maps and all(m[5] == agent_path() for m in maps), "%s: agent mappings %s" % (label, maps))
     check(wl.alive(), "%s: workload died" % label)
     wl.kill()
 
@@ -241,10 +268,11 @@ def test_fork_server_other_user():
     children allocate, some on an alternate signal stack, some exec; none
     dies; a long-lived child is profiled like its parent."""
     n = int(os.environ.get("PP_PRELOAD_FORKS", "400"))
-    wl = Workload([FORKS, str(n)], env=preload_env(), user=65534, group=65534, extra_groups=[])
+    forks = shared_copy(FORKS)
+    wl = Workload([forks, str(n)], env=preload_env(), user=65534, group=65534, extra_groups=[])
     check(wl.first_line == "waiting", "workload said %r" % wl.first_line)
     watch = TracerWatch(wl.pid)
-    cfg = write_tmp(("targets:\n  - exe: %s\n" % FORKS).encode(), ".yaml")
+    cfg = write_tmp(("targets:\n  - exe: %s\n" % forks).encode(), ".yaml")
     pp = Podprof("--config", cfg, "--set", "heap.sample_rate=%d" % RATE, "--set", "offcpu.enabled=false",
                  "--set", "discovery.interval_ms=200", "--set", "heap.over_budget=warn", *RING)
     pp.wait_log(r"heap: tracing pid %d .*preloaded agent" % wl.pid, timeout=60)
