@@ -188,6 +188,19 @@ static int open_maps(pid_t pid)
 	return fd < 0 ? -errno : fd;
 }
 
+/* The first of the descriptors 0, 1, 2 pid has closed, or -1. */
+static int std_fd_closed(pid_t pid)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		char p[64], l[16];
+
+		snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)pid, fd);
+		if (readlink(p, l, sizeof(l)) < 0 && errno == ENOENT)
+			return fd;
+	}
+	return -1;
+}
+
 static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	int fd = mem_fd(pid, O_RDONLY);
@@ -1195,6 +1208,14 @@ int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_i
 				  inj->base + inj->hdr.data_off +
 					  offsetof(struct pp_agent_data, sample_rate),
 				  &inj->sample_rate, sizeof(inj->sample_rate));
+	} else if ((r = std_fd_closed(pid)) >= 0) {
+		/* memfd_create takes the lowest free descriptor: with fd r
+		 * closed, the agent's file would become the process's fd r,
+		 * and a daemon writing its log there would write into the
+		 * agent's code */
+		snprintf(reason, n, "its fd %d is closed (the agent's file would take it)", r);
+		r = -EBADF;
+		goto fail;
 	} else {
 		r = map_agent(inj, reason, n);
 		if (r < 0)

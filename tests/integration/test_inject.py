@@ -157,6 +157,27 @@ def test_static_falls_back():
     wl.kill()
 
 
+def test_stderr_closed():
+    """A daemon with its stderr closed: the agent's memfd would become its
+    fd 2 (memfd_create takes the lowest free descriptor), and the daemon's
+    log writes would land in the agent's code. podprof refuses to inject,
+    says why, and traces it with uprobes; the daemon's fd 2 stays closed."""
+    wl = Workload(["/bin/sh", "-c", 'exec 2>&- "$0" full', SITES])
+    check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    check(not os.path.exists("/proc/%d/fd/2" % wl.pid), "fd 2 open in the workload")
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=%d" % RATE,
+                 "--set", "offcpu.enabled=false", "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*not injected: its fd 2 is closed" % wl.pid, timeout=60)
+    check(not agent_maps(wl.pid), "agent mapped: %s" % agent_maps(wl.pid))
+    check(not os.path.exists("/proc/%d/fd/2" % wl.pid), "podprof left an fd 2 in the workload")
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "workload did not finish its sites")
+    settle(pp)
+    check_sites(pp.profile("/debug/pprof/heap"), "stderr closed, uprobes")
+    pp.stop()
+    wl.kill()
+
+
 def test_storm_attach_detach():
     """8 threads allocating while podprof injects, detaches (graceful stop
     restores the slots; SIGKILL leaves them and the next podprof reuses the
@@ -533,5 +554,6 @@ def test_ring_garbage():
 
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
-         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_storm_attach_detach,
+         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed,
+         test_storm_attach_detach,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])
