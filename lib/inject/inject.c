@@ -8,6 +8,7 @@
 #include <libelf.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -269,6 +270,70 @@ static int task_syscall_nr(pid_t pid, pid_t tid, long *ret)
 	return 0;
 }
 
+/* Is a thread of pid inside vfork() (vfork, or clone/clone3 with
+ * CLONE_VFORK)? Its child runs on the process's memory until it execs or
+ * exits; a thread stopped then stays stopped for as long as podprof holds
+ * it, and the child would see the agent appear under it. */
+static bool in_vfork(pid_t pid)
+{
+	char p[96], buf[256];
+	DIR *d;
+	struct dirent *e;
+	bool found = false;
+
+	if (pid <= 1)
+		return false;
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
+	d = opendir(p);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+		unsigned long long nr, a0 = 0, flags = 0;
+		int fd;
+		ssize_t n;
+
+		if (tid <= 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		if (sscanf(buf, "%llu %llx", &nr, &a0) < 1)
+			continue;
+		found = nr == 58 /* vfork */ || (nr == 56 /* clone */ && (a0 & CLONE_VFORK)) ||
+			(nr == 435 /* clone3: struct clone_args, flags first */ &&
+			 read_mem(pid, a0, &flags, sizeof(flags)) == 0 && (flags & CLONE_VFORK));
+	}
+	closedir(d);
+	return found;
+}
+
+/* PPid of pid, or 0. */
+static pid_t parent_of(pid_t pid)
+{
+	char p[64], buf[1024], *q;
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	q = strstr(buf, "\nPPid:");
+	return q ? (pid_t)strtol(q + 6, NULL, 10) : 0;
+}
+
 /* Blocking syscalls a ptrace stop restarts without the program noticing. */
 static bool restarts_quietly(long nr)
 {
@@ -376,9 +441,19 @@ static uint64_t find_gadget(pid_t pid, uint64_t rip)
 static int stop_one(pid_t pid, unsigned max_pause_ms, struct stopped *s, char *reason, size_t n)
 {
 	int status = 0, r;
-	pid_t tid = pick_thread(pid);
+	pid_t tid;
 
 	memset(s, 0, sizeof(*s));
+	if (in_vfork(pid)) {
+		snprintf(reason, n, "a thread is in vfork()");
+		return -EAGAIN;
+	}
+	if (in_vfork(parent_of(pid))) {
+		/* maybe its vfork child: it runs on its parent's memory */
+		snprintf(reason, n, "its parent is in vfork()");
+		return -EAGAIN;
+	}
+	tid = pick_thread(pid);
 	if (tid < 0) {
 		snprintf(reason, n, "process gone");
 		return -ESRCH;

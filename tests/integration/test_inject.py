@@ -23,6 +23,7 @@ CXX = os.environ.get("WL_HEAP_CXX")
 COVBENCH = os.environ.get("WL_COVBENCH")
 DEPTH = os.environ.get("WL_HEAP_DEPTH")
 STACKS = os.environ.get("WL_HEAP_STACKS")
+VFORKER = os.environ.get("WL_HEAP_VFORKER")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -176,6 +177,40 @@ def test_stderr_closed():
     check_sites(pp.profile("/debug/pprof/heap"), "stderr closed, uprobes")
     pp.stop()
     wl.kill()
+
+
+def traced_tasks(pid):
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                m = re.search(r"^TracerPid:\s+(\d+)", f.read(), re.M)
+            if m and m.group(1) != "0":
+                out.append(tid)
+        except OSError:
+            pass
+    return out
+
+
+def test_vfork_refused():
+    """A thread inside vfork(): podprof does not stop any thread of the
+    process (the vfork parent would stay in tracing stop, its child would
+    see the agent appear); it says why; every vfork child exits 0."""
+    wl = Workload([VFORKER])
+    check(wl.first_line == "running", "vforker said %r" % wl.first_line)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set", "offcpu.enabled=false",
+                 "--set", "discovery.interval_ms=200", "--set", "threads.enabled=false")
+    seen = []
+    deadline = time.time() + 60
+    while time.time() < deadline and "a thread is in vfork()" not in pp.log_text():
+        seen += traced_tasks(wl.pid)
+        time.sleep(0.01)
+    check("a thread is in vfork()" in pp.log_text(), "no vfork refusal:\n" + pp.log_text()[-800:])
+    check(not seen and not agent_maps(wl.pid), "a task was stopped (%s) or the agent mapped" % seen)
+    pp.stop()
+    wl.p.send_signal(signal.SIGTERM)
+    out = wl.p.stdout.read().decode()
+    check(wl.p.wait(timeout=60) == 0 and out.startswith("ok "), "vforker: %r" % out)
 
 
 def test_storm_attach_detach():
@@ -554,6 +589,6 @@ def test_ring_garbage():
 
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
-         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed,
+         test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed, test_vfork_refused,
          test_storm_attach_detach,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])
