@@ -10,6 +10,7 @@ falls back to uprobes with its reason."""
 import os
 import re
 import signal
+import subprocess
 import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, sanitized, wait_for, write_tmp
@@ -211,6 +212,34 @@ def test_vfork_refused():
     wl.p.send_signal(signal.SIGTERM)
     out = wl.p.stdout.read().decode()
     check(wl.p.wait(timeout=60) == 0 and out.startswith("ok "), "vforker: %r" % out)
+
+
+def vm_size(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmSize:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+
+def test_address_space_limit():
+    """A process whose RLIMIT_AS leaves little room: the agent's mappings
+    could make its own malloc fail. podprof does not inject, says why,
+    traces it with uprobes; the process allocates all its sites."""
+    wl = Workload([SITES, "small"])
+    check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    # room for the small sites (~1.6 MiB) and more, not for podprof's margin
+    lim = vm_size(wl.pid) + (32 << 20)
+    subprocess.run(["prlimit", "--pid", str(wl.pid), "--as=%d:%d" % (lim, lim)], check=True)
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=1", "--set", "offcpu.enabled=false",
+                 "--set", "heap.over_budget=warn")
+    pp.wait_log(r"heap: tracing pid %d .*not injected: its address-space limit" % wl.pid, timeout=60)
+    check(not agent_maps(wl.pid), "agent mapped: %s" % agent_maps(wl.pid))
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "workload did not allocate its sites")
+    settle(pp)
+    inuse = per_function(pp.profile("/debug/pprof/heap"), "inuse_space")
+    # every allocation sampled (rate 1): exact
+    check(inuse.get("site_a") == 200 * 4000, "site_a through uprobes: %s" % inuse.get("site_a"))
+    pp.stop()
+    wl.kill()
 
 
 def test_storm_attach_detach():
@@ -590,5 +619,6 @@ def test_ring_garbage():
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed, test_vfork_refused,
+         test_address_space_limit,
          test_storm_attach_detach,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])

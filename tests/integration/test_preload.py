@@ -194,6 +194,27 @@ def test_harmless_where_unused():
     wl.kill()
 
 
+def test_address_space_limit():
+    """A preloaded process whose RLIMIT_AS leaves little room: the ring the
+    agent would map could make its own malloc fail. podprof leaves the
+    agent dormant, says why, traces it with uprobes."""
+    import subprocess
+    wl = Workload([SITES, "small"], env=preload_env())
+    check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+    with open("/proc/%d/status" % wl.pid) as f:
+        vm = int(re.search(r"^VmSize:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+    lim = vm + (32 << 20)
+    subprocess.run(["prlimit", "--pid", str(wl.pid), "--as=%d:%d" % (lim, lim)], check=True)
+    pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false", "--set", "heap.sample_rate=1")
+    pp.wait_log(r"heap: tracing pid %d .*not injected: preloaded agent: its address-space limit" % wl.pid,
+                timeout=60)
+    wl.p.send_signal(signal.SIGUSR1)
+    check(wl.p.stdout.readline().decode().strip() == "ready", "workload did not allocate its sites")
+    check(not ring_rss_kb(wl.pid, 4 << 20) and not ring_rss_kb(wl.pid, 16 << 20), "a ring was mapped")
+    pp.stop()
+    wl.kill()
+
+
 def test_musl_preloaded():
     if not MUSL_DYN:
         raise Skip("musl-gcc not installed")
@@ -387,6 +408,7 @@ def test_ring_given_back():
 
 
 if __name__ == "__main__":
-    run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_harmless_where_unused, test_musl_preloaded,
+    run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_harmless_where_unused,
+         test_address_space_limit, test_musl_preloaded,
          test_jemalloc_after_agent, test_jemalloc_linked, test_cxx_preloaded, test_dlopen_later, test_fork_server_other_user,
          test_unwind_through_agent, test_kill_loop, test_ring_given_back])
