@@ -56,6 +56,30 @@ enum pp_agent_fn {
 };
 #define PP_AG_FIRST_CXX PP_AG_NEW
 
+/* The symbol each entry point is known by (an initializer for a
+ * const char *[PP_AG_NFN]: the injector looks the names up in a target's
+ * relocations, the preloaded agent in the loader's objects). */
+#define PP_AGENT_FN_NAMES                                                                           \
+	{                                                                                           \
+		[PP_AG_MALLOC] = "malloc", [PP_AG_CALLOC] = "calloc", [PP_AG_REALLOC] = "realloc",  \
+		[PP_AG_REALLOCARRAY] = "reallocarray", [PP_AG_FREE] = "free",                       \
+		[PP_AG_POSIX_MEMALIGN] = "posix_memalign", [PP_AG_ALIGNED_ALLOC] = "aligned_alloc", \
+		[PP_AG_MEMALIGN] = "memalign", [PP_AG_VALLOC] = "valloc",                           \
+		[PP_AG_PVALLOC] = "pvalloc", [PP_AG_FREE_SIZED] = "free_sized",                     \
+		[PP_AG_FREE_ALIGNED_SIZED] = "free_aligned_sized", [PP_AG_NEW] = "_Znwm",           \
+		[PP_AG_NEW_A] = "_Znam", [PP_AG_NEW_NT] = "_ZnwmRKSt9nothrow_t",                    \
+		[PP_AG_NEW_A_NT] = "_ZnamRKSt9nothrow_t", [PP_AG_NEW_AL] = "_ZnwmSt11align_val_t",  \
+		[PP_AG_NEW_A_AL] = "_ZnamSt11align_val_t",                                          \
+		[PP_AG_NEW_AL_NT] = "_ZnwmSt11align_val_tRKSt9nothrow_t",                           \
+		[PP_AG_NEW_A_AL_NT] = "_ZnamSt11align_val_tRKSt9nothrow_t",                         \
+		[PP_AG_DEL] = "_ZdlPv", [PP_AG_DEL_A] = "_ZdaPv", [PP_AG_DEL_S] = "_ZdlPvm",        \
+		[PP_AG_DEL_A_S] = "_ZdaPvm", [PP_AG_DEL_AL] = "_ZdlPvSt11align_val_t",              \
+		[PP_AG_DEL_A_AL] = "_ZdaPvSt11align_val_t",                                         \
+		[PP_AG_DEL_S_AL] = "_ZdlPvmSt11align_val_t",                                        \
+		[PP_AG_DEL_A_S_AL] = "_ZdaPvmSt11align_val_t",                                      \
+		[PP_AG_DEL_NT] = "_ZdlPvRKSt9nothrow_t", [PP_AG_DEL_A_NT] = "_ZdaPvRKSt9nothrow_t", \
+	}
+
 /* At offset 0 of the image (read-only in the target). Offsets are from
  * the image start. In the preloaded shared object (libpodprof-agent.so,
  * the same source built with PP_AGENT_SO) the header sits 64-byte aligned

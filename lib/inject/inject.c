@@ -38,38 +38,7 @@ extern const size_t pp_agent_image_len;
 #define ALLOC_IDX_NONE -1
 
 /* Symbol names per enum pp_agent_fn. */
-static const char *const fn_names[PP_AG_NFN] = {
-	[PP_AG_MALLOC] = "malloc",
-	[PP_AG_CALLOC] = "calloc",
-	[PP_AG_REALLOC] = "realloc",
-	[PP_AG_REALLOCARRAY] = "reallocarray",
-	[PP_AG_FREE] = "free",
-	[PP_AG_POSIX_MEMALIGN] = "posix_memalign",
-	[PP_AG_ALIGNED_ALLOC] = "aligned_alloc",
-	[PP_AG_MEMALIGN] = "memalign",
-	[PP_AG_VALLOC] = "valloc",
-	[PP_AG_PVALLOC] = "pvalloc",
-	[PP_AG_FREE_SIZED] = "free_sized",
-	[PP_AG_FREE_ALIGNED_SIZED] = "free_aligned_sized",
-	[PP_AG_NEW] = "_Znwm",
-	[PP_AG_NEW_A] = "_Znam",
-	[PP_AG_NEW_NT] = "_ZnwmRKSt9nothrow_t",
-	[PP_AG_NEW_A_NT] = "_ZnamRKSt9nothrow_t",
-	[PP_AG_NEW_AL] = "_ZnwmSt11align_val_t",
-	[PP_AG_NEW_A_AL] = "_ZnamSt11align_val_t",
-	[PP_AG_NEW_AL_NT] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
-	[PP_AG_NEW_A_AL_NT] = "_ZnamSt11align_val_tRKSt9nothrow_t",
-	[PP_AG_DEL] = "_ZdlPv",
-	[PP_AG_DEL_A] = "_ZdaPv",
-	[PP_AG_DEL_S] = "_ZdlPvm",
-	[PP_AG_DEL_A_S] = "_ZdaPvm",
-	[PP_AG_DEL_AL] = "_ZdlPvSt11align_val_t",
-	[PP_AG_DEL_A_AL] = "_ZdaPvSt11align_val_t",
-	[PP_AG_DEL_S_AL] = "_ZdlPvmSt11align_val_t",
-	[PP_AG_DEL_A_S_AL] = "_ZdaPvmSt11align_val_t",
-	[PP_AG_DEL_NT] = "_ZdlPvRKSt9nothrow_t",
-	[PP_AG_DEL_A_NT] = "_ZdaPvRKSt9nothrow_t",
-};
+static const char *const fn_names[PP_AG_NFN] = PP_AGENT_FN_NAMES;
 
 struct slot {
 	uint64_t addr; /* GOT slot in the target */

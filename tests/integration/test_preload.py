@@ -21,6 +21,7 @@ import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, wait_for, write_tmp
 from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
+from test_inject import check_life_site
 
 AGENT = os.environ.get("WL_AGENT_SO")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
@@ -33,7 +34,6 @@ UNWIND = os.environ.get("WL_HEAP_UNWIND")
 UNWLIB = os.environ.get("WL_HEAP_UNWLIB")
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 JEMALLOC_LINKED = os.environ.get("WL_HEAP_SITES_JEMALLOC")
-LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c, forks.c
 # The agent's ring holds a whole burst of these workloads (site_c: ~10,000
 # samples of up to a page of stack each in a fraction of a second), so the
 # exact checks hold however late podprof reads it.
@@ -241,14 +241,6 @@ def test_jemalloc_linked():
     wl, pp, watch = sites(JEMALLOC_LINKED)
     check_sites(pp.profile("/debug/pprof/heap"), "jemalloc-linked")
     finish(wl, pp, watch, "jemalloc linked")
-
-
-def check_life_site(prof, fn, label):
-    got = per_function(prof, "inuse_space").get(fn, 0)
-    want = LIFE_N * LIFE_SZ
-    t = tol(LIFE_SZ, LIFE_N)
-    check(abs(got - want) <= t * want, "%s: %s inuse %.1f MiB, expected %.1f MiB +- %.0f%%" %
-          (label, fn, got / 2**20, want / 2**20, 100 * t))
 
 
 def test_cxx_preloaded():
