@@ -29,6 +29,7 @@
 #include "inject/inject.h"
 #include "podprof-config.h"
 #include "symbolize/isolate.h"
+#include "tracee/tracee.h"
 #include "util/caps.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -106,6 +107,17 @@ static void wait_stop(unsigned ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 	if (sigtimedwait(&g_stop_signals, NULL, &ts) > 0)
 		g_stop = 1;
+}
+
+/* Shutdown: no new ptrace stop of a target, and those in flight given
+ * back, before anything else ends. A stop lasts up to the configured
+ * pause; 5 s is far past any. */
+static void stop_tracing(void)
+{
+	int left = pp_tracee__close(5000);
+
+	if (left > 0)
+		pp_warn("%d thread stops still in flight at exit", left);
 }
 
 struct cli {
@@ -389,6 +401,7 @@ static int cmd_record(int argc, char **argv)
 	src->release(src->ctx, PP_PROFILE_CPU, base);
 	struct pp_agent_summary s;
 	pp_agent__summary(a, &s);
+	stop_tracing();
 	pp_agent__free(a);
 	if (r < 0) {
 		fprintf(stderr, "podprof record: cannot build the profile: %s\n", strerror(-r));
@@ -590,6 +603,9 @@ int main(int argc, char **argv)
 	while (!g_stop)
 		wait_stop(1000);
 	pp_info("signal received, stopping");
+	/* no thread of a target is stopped from now on; those stopped are
+	 * given back first (lib/tracee/tracee.h rule 6) */
+	stop_tracing();
 	pp_agent__free(a);
 	free(token);
 	return EXIT_OK;

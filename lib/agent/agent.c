@@ -1820,7 +1820,7 @@ static void dump_thread(void *ctx, struct pp_thread_snap *t)
 	pp_present__dump_thread(out, t);
 	if (t->captured)
 		dump_frames(a, dc->pid, &dc->maps, dc->pcs, n, out);
-	pp_present__dump_thread_end(out, t->pause_ns);
+	pp_present__dump_thread_end(out, t);
 }
 
 static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)

@@ -530,7 +530,10 @@ void pp_present__dump_frame(struct pp_buf *out, uint64_t addr, const struct pp_s
 	}
 }
 
-void pp_present__dump_thread_end(struct pp_buf *out, uint64_t pause_ns)
+void pp_present__dump_thread_end(struct pp_buf *out, const struct pp_thread_snap *t)
 {
-	pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)pause_ns / 1e3);
+	if (t->captured && !t->stopped)
+		pp_buf_printf(out, "\t(%s)\n\n", t->reason);
+	else
+		pp_buf_printf(out, "\t(stopped for %.1f us)\n\n", (double)t->pause_ns / 1e3);
 }

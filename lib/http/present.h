@@ -114,6 +114,6 @@ void pp_present__dump_thread(struct pp_buf *out, const struct pp_thread_snap *t)
 void pp_present__dump_frame(struct pp_buf *out, uint64_t addr, const struct pp_sym_result *res,
 			    const char *path);
 /* A thread's last line: how long it was stopped. */
-void pp_present__dump_thread_end(struct pp_buf *out, uint64_t pause_ns);
+void pp_present__dump_thread_end(struct pp_buf *out, const struct pp_thread_snap *t);
 
 #endif

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "agent-abi.h"
+#include "tracee/tracee.h"
 #include "inject/inject.h"
 #include "procfs/procfs.h"
 #include "util/util.h"
@@ -208,172 +209,9 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 /* ---------------------------------------------------------- remote calls */
 
 struct stopped {
-	pid_t tid;
-	struct user_regs_struct saved;
+	struct pp_tracee t;
 	uint64_t gadget; /* address of a `syscall` instruction */
-	int signal; /* to re-deliver on detach */
-	uint64_t t0;
-	bool seized;
 };
-
-static int task_syscall_nr(pid_t pid, pid_t tid, long *ret)
-{
-	char p[96], buf[256];
-	int fd;
-	ssize_t n;
-
-	snprintf(p, sizeof(p), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	if (strncmp(buf, "running", 7) == 0) {
-		*ret = -2;
-		return 0;
-	}
-	*ret = strtol(buf, NULL, 10);
-	return 0;
-}
-
-/* Is a thread of pid inside vfork() (vfork, or clone/clone3 with
- * CLONE_VFORK)? Its child runs on the process's memory until it execs or
- * exits; a thread stopped then stays stopped for as long as podprof holds
- * it, and the child would see the agent appear under it. */
-static bool in_vfork(pid_t pid)
-{
-	char p[96], buf[256];
-	DIR *d;
-	struct dirent *e;
-	bool found = false;
-
-	if (pid <= 1)
-		return false;
-	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
-	d = opendir(p);
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
-		unsigned long long nr, a0 = 0, flags = 0;
-		int fd;
-		ssize_t n;
-
-		if (tid <= 0)
-			continue;
-		snprintf(p, sizeof(p), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-		fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		if (sscanf(buf, "%llu %llx", &nr, &a0) < 1)
-			continue;
-		found = nr == 58 /* vfork */ || (nr == 56 /* clone */ && (a0 & CLONE_VFORK)) ||
-			(nr == 435 /* clone3: struct clone_args, flags first */ &&
-			 read_mem(pid, a0, &flags, sizeof(flags)) == 0 && (flags & CLONE_VFORK));
-	}
-	closedir(d);
-	return found;
-}
-
-/* PPid of pid, or 0. */
-static pid_t parent_of(pid_t pid)
-{
-	char p[64], buf[1024], *q;
-	int fd;
-	ssize_t n;
-
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	q = strstr(buf, "\nPPid:");
-	return q ? (pid_t)strtol(q + 6, NULL, 10) : 0;
-}
-
-/* Blocking syscalls a ptrace stop restarts without the program noticing. */
-static bool restarts_quietly(long nr)
-{
-	switch (nr) {
-	case 0: /* read */
-	case 7: /* poll */
-	case 34: /* pause */
-	case 35: /* nanosleep */
-	case 43: /* accept */
-	case 45: /* recvfrom */
-	case 47: /* recvmsg */
-	case 61: /* wait4 */
-	case 202: /* futex */
-	case 230: /* clock_nanosleep */
-	case 288: /* accept4 */
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* Thread to stop: one blocked in a quietly restarting syscall, else the
- * first one in a syscall, else the main thread. */
-static pid_t pick_thread(pid_t pid)
-{
-	char p[64];
-	DIR *d;
-	struct dirent *e;
-	pid_t best = 0, any = 0;
-	int rank = -1;
-
-	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
-	d = opendir(p);
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		long nr = -2;
-		pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
-		int rk;
-
-		if (tid <= 0)
-			continue;
-		if (!any)
-			any = tid;
-		if (task_syscall_nr(pid, tid, &nr) < 0)
-			continue;
-		rk = nr >= 0 ? (restarts_quietly(nr) ? 2 : 1) : 0;
-		if (rk > rank) {
-			rank = rk;
-			best = tid;
-		}
-	}
-	closedir(d);
-	return best ? best : (any ? any : -ESRCH);
-}
-
-static int wait_stop(pid_t tid, uint64_t deadline, int *ret_status)
-{
-	for (;;) {
-		pid_t w = waitpid(tid, ret_status, __WALL | WNOHANG);
-
-		if (w == tid)
-			return 0;
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (pp_now_mono_ns() >= deadline)
-			return -ETIMEDOUT;
-		struct timespec ts = { 0, 20000 };
-		nanosleep(&ts, NULL);
-	}
-}
 
 static uint64_t find_gadget(pid_t pid, uint64_t rip)
 {
@@ -407,145 +245,112 @@ static uint64_t find_gadget(pid_t pid, uint64_t rip)
 	return g;
 }
 
+#define MAX_CANDIDATES 8
+#define WINDOW_NS (1000ull * 1000 * 1000) /* how long stop_one waits for a thread fit to stop */
+
+/*
+ * Threads worth trying, best first: blocked in a call the kernel restarts
+ * unnoticed, then running; a thread whose interruption would be visible
+ * (tracee.h rule 2) or with a seccomp filter of its own is left out.
+ */
+static size_t candidates(pid_t pid, pid_t *ret, size_t max, char *why, size_t n)
+{
+	char p[64];
+	DIR *d;
+	struct dirent *e;
+	pid_t quiet[MAX_CANDIDATES], running[MAX_CANDIDATES];
+	size_t nq = 0, nr = 0, k = 0;
+
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
+	d = opendir(p);
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+		struct pp_tracee_sys sys;
+
+		if (tid <= 0 || pp_tracee__syscall_of(pid, tid, &sys) < 0)
+			continue;
+		if (pp_tracee__visible(pid, &sys, why, n))
+			continue;
+		if (pp_tracee__seccomp(pid, tid)) {
+			snprintf(why, n, "thread %d has a seccomp filter", (int)tid);
+			continue;
+		}
+		if (sys.nr >= 0 && nq < MAX_CANDIDATES)
+			quiet[nq++] = tid;
+		else if (sys.nr < 0 && nr < MAX_CANDIDATES)
+			running[nr++] = tid;
+	}
+	closedir(d);
+	for (size_t i = 0; i < nq && k < max; i++)
+		ret[k++] = quiet[i];
+	for (size_t i = 0; i < nr && k < max; i++)
+		ret[k++] = running[i];
+	return k;
+}
+
+/* Stops one thread of pid fit to run syscalls in (tracee.h rules), and
+ * finds a `syscall` instruction to run them with. Inside pp_tracee__run. */
 static int stop_one(pid_t pid, unsigned max_pause_ms, struct stopped *s, char *reason, size_t n)
 {
-	int status = 0, r;
-	pid_t tid;
+	pid_t tids[MAX_CANDIDATES];
+	size_t nt;
+	int r;
 
 	memset(s, 0, sizeof(*s));
-	if (in_vfork(pid)) {
-		snprintf(reason, n, "a thread is in vfork()");
-		return -EAGAIN;
-	}
-	if (in_vfork(parent_of(pid))) {
-		/* maybe its vfork child: it runs on its parent's memory */
-		snprintf(reason, n, "its parent is in vfork()");
-		return -EAGAIN;
-	}
-	tid = pick_thread(pid);
-	if (tid < 0) {
-		snprintf(reason, n, "process gone");
-		return -ESRCH;
-	}
-	s->tid = tid;
-	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
-		r = -errno;
-		snprintf(reason, n, "ptrace not permitted (%s)", strerror(errno));
-		return r == -ESRCH ? -ESRCH : -EPERM;
-	}
-	s->seized = true;
-	s->t0 = pp_now_mono_ns();
-	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = wait_stop(tid, s->t0 + (uint64_t)max_pause_ms * 1000000ull, &status);
+	r = pp_tracee__process_check(pid, reason, n);
 	if (r < 0)
-		goto fail;
-	if (!WIFSTOPPED(status)) {
-		s->seized = false;
-		snprintf(reason, n, "thread exited while stopping it");
-		return -ESRCH;
-	}
-	if ((status >> 16) == 0)
-		s->signal = WSTOPSIG(status); /* signal-delivery-stop: hand it back */
-	else if ((status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP) {
-		r = -EAGAIN; /* group-stop: the process is being stopped */
-		snprintf(reason, n, "process is stopped (job control)");
-		ptrace(PTRACE_DETACH, tid, NULL, NULL);
-		s->seized = false;
 		return r;
+	/* Every thread may be in a call it would see interrupted: wait a
+	 * little for one to come out (a busy server's do, between calls). */
+	uint64_t until = pp_now_mono_ns() + WINDOW_NS;
+	unsigned wait_us = 200;
+	for (;;) {
+		snprintf(reason, n, "no thread can be stopped unnoticed");
+		nt = candidates(pid, tids, MAX_CANDIDATES, reason, n);
+		if (nt > 0)
+			break;
+		if (kill(pid, 0) < 0 && errno == ESRCH) {
+			snprintf(reason, n, "process gone");
+			return -ESRCH;
+		}
+		if (pp_now_mono_ns() >= until)
+			return -EAGAIN;
+		struct timespec ts = { 0, (long)wait_us * 1000 };
+		nanosleep(&ts, NULL);
+		wait_us = PP_MIN(wait_us * 2, 100000u);
 	}
-	if (ptrace(PTRACE_GETREGS, tid, NULL, &s->saved) < 0) {
-		r = -errno;
-		goto fail;
+	r = -EAGAIN;
+	for (size_t i = 0; i < nt; i++) {
+		r = pp_tracee__stop(&s->t, pid, tids[i], PP_TRACEE_RUN, max_pause_ms, reason, n);
+		if (r == -EAGAIN || (r == -ESRCH && i + 1 < nt))
+			continue;
+		if (r < 0)
+			return r;
+		break;
 	}
-	s->gadget = find_gadget(pid, s->saved.rip);
+	if (r < 0)
+		return r;
+	s->gadget = find_gadget(pid, s->t.regs.rip);
 	if (!s->gadget) {
-		r = -ENOEXEC;
+		pp_tracee__release(&s->t);
 		snprintf(reason, n, "no syscall instruction to reuse");
-		goto detach;
+		return -ENOEXEC;
 	}
 	return 0;
-fail:
-	snprintf(reason, n, "cannot stop a thread: %s", strerror(-r));
-detach:
-	ptrace(PTRACE_DETACH, tid, NULL, (void *)(uintptr_t)s->signal);
-	s->seized = false;
-	return r;
 }
 
 static uint64_t resume(struct stopped *s)
 {
-	uint64_t pause;
-
-	if (!s->seized)
-		return 0;
-	ptrace(PTRACE_SETREGS, s->tid, NULL, &s->saved);
-	ptrace(PTRACE_DETACH, s->tid, NULL, (void *)(uintptr_t)s->signal);
-	s->seized = false;
-	pause = pp_now_mono_ns() - s->t0;
-	return pause;
-}
-
-/*
- * Single-steps the stopped thread from r->rip (an agent gadget, set by the
- * caller with the other registers) until it is len bytes further, the
- * gadget's one instruction done. A signal that arrives meanwhile is kept for
- * detach; a SIGSEGV on the gadget itself is ours (-EFAULT). r gets the
- * registers after the step.
- */
-static int step_gadget(struct stopped *s, struct user_regs_struct *r, unsigned len)
-{
-	uint64_t gadget = r->rip;
-	int status, tries = 0;
-
-	r->orig_rax = (unsigned long long)-1; /* no restart of the interrupted call */
-	if (ptrace(PTRACE_SETREGS, s->tid, NULL, r) < 0)
-		return -errno;
-	for (;;) {
-		int e;
-
-		if (ptrace(PTRACE_SINGLESTEP, s->tid, NULL, NULL) < 0)
-			return -errno;
-		e = wait_stop(s->tid, pp_now_mono_ns() + 2000000000ull, &status);
-		if (e < 0)
-			return e;
-		if (!WIFSTOPPED(status))
-			return -ESRCH;
-		if (ptrace(PTRACE_GETREGS, s->tid, NULL, r) < 0)
-			return -errno;
-		if (r->rip == gadget + len)
-			return 0;
-		if ((status >> 16) == 0 && WSTOPSIG(status) == SIGSEGV && r->rip == gadget)
-			return -EFAULT; /* the gadget faulted: not the program's signal */
-		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
-			s->signal = WSTOPSIG(status); /* keep it for detach */
-		if (r->rip != gadget || ++tries > 16)
-			return -EPROTO;
-	}
+	return pp_tracee__release(&s->t);
 }
 
 /* Run one syscall in the stopped thread; *ret gets its return value. */
 static int remote_syscall(struct stopped *s, long nr, uint64_t a1, uint64_t a2, uint64_t a3,
 			  uint64_t a4, uint64_t a5, uint64_t a6, long *ret)
 {
-	struct user_regs_struct r = s->saved;
-	int e;
-
-	r.rax = (unsigned long long)nr;
-	r.rdi = a1;
-	r.rsi = a2;
-	r.rdx = a3;
-	r.r10 = a4;
-	r.r8 = a5;
-	r.r9 = a6;
-	r.rip = s->gadget;
-	e = step_gadget(s, &r, 2); /* syscall */
-	if (e < 0)
-		return e;
-	*ret = (long)r.rax;
-	return 0;
+	return pp_tracee__syscall(&s->t, s->gadget, nr, a1, a2, a3, a4, a5, a6, ret);
 }
 
 /* --------------------------------------------------------- module scan */
@@ -1052,13 +857,22 @@ static int write_data(struct pp_inject *inj, int fd)
 	return w == (ssize_t)head ? 0 : -EIO;
 }
 
-/* Seize a thread and map a fresh agent. */
-static int map_agent(struct pp_inject *inj, char *reason, size_t n)
+struct map_args {
+	struct pp_inject *inj;
+	char *reason;
+	size_t n;
+};
+
+/* Seize a thread and map a fresh agent (inside pp_tracee__run). */
+static int map_agent_stopped(void *p)
 {
+	struct map_args *a = p;
+	struct pp_inject *inj = a->inj;
+	char *reason = a->reason;
+	size_t n = a->n;
 	struct stopped s;
 	const char name[16] = PP_AGENT_MEMFD_NAME;
-	uint64_t name_addr, saved_words[2];
-	long tfd = -1, addr = -1, rr;
+	long scratch = -1, tfd = -1, addr = -1, rr;
 	char fdpath[64];
 	uint64_t pause;
 	int fd = -1, r;
@@ -1066,32 +880,32 @@ static int map_agent(struct pp_inject *inj, char *reason, size_t n)
 	r = stop_one(inj->pid, inj->max_pause_ms, &s, reason, n);
 	if (r < 0)
 		return r;
-	/* the name goes on the stack, well below the red zone, and is put back */
-	name_addr = ((s.saved.rsp - 4096) & ~15ull);
-	if (read_mem(inj->pid, name_addr, saved_words, sizeof(saved_words)) < 0) {
-		r = -EFAULT;
-		snprintf(reason, n, "cannot read the stack of thread %d", (int)s.tid);
+	/* The memfd's name goes in a page mapped for it, never below the
+	 * thread's stack pointer: that may be an alternate signal stack
+	 * carved out of someone else's data. */
+	r = remote_syscall(&s, SYS_mmap, 0, PAGE_SZ, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &scratch);
+	if (r == 0 && scratch < 0 && scratch > -4096)
+		r = (int)scratch;
+	if (r < 0) {
+		scratch = -1;
+		snprintf(reason, n, "mmap in the target failed: %s%s", strerror(-r),
+			 r == -EPERM ? " (seccomp?)" : "");
 		goto out;
 	}
-	for (int i = 0; i < 2; i++) {
-		uint64_t wv;
-
-		memcpy(&wv, name + 8 * i, 8);
-		if (ptrace(PTRACE_POKEDATA, s.tid, (void *)(name_addr + 8 * (uint64_t)i),
-			   (void *)wv) < 0) {
-			r = -errno;
-			snprintf(reason, n, "cannot write the stack: %s", strerror(errno));
-			goto restore_stack;
-		}
+	if (write_mem(inj->pid, (uint64_t)scratch, name, sizeof(name)) < 0) {
+		r = -EFAULT;
+		snprintf(reason, n, "cannot write the agent's name into the target");
+		goto unmap;
 	}
-	r = remote_syscall(&s, SYS_memfd_create, name_addr, MFD_CLOEXEC, 0, 0, 0, 0, &tfd);
+	r = remote_syscall(&s, SYS_memfd_create, (uint64_t)scratch, MFD_CLOEXEC, 0, 0, 0, 0, &tfd);
 	if (r == 0 && tfd < 0)
 		r = (int)tfd;
 	if (r < 0) {
 		tfd = -1;
 		snprintf(reason, n, "memfd_create in the target failed: %s%s", strerror(-r),
 			 r == -EPERM || r == -ENOSYS ? " (seccomp?)" : "");
-		goto restore_stack;
+		goto unmap;
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%ld", (int)inj->pid, tfd);
 	fd = open(fdpath, O_RDWR | O_CLOEXEC);
@@ -1136,15 +950,23 @@ static int map_agent(struct pp_inject *inj, char *reason, size_t n)
 close_remote:
 	if (tfd >= 0)
 		remote_syscall(&s, SYS_close, (uint64_t)tfd, 0, 0, 0, 0, 0, &rr);
-restore_stack:
-	for (int i = 0; i < 2; i++)
-		ptrace(PTRACE_POKEDATA, s.tid, (void *)(name_addr + 8 * (uint64_t)i),
-		       (void *)saved_words[i]);
+unmap:
+	remote_syscall(&s, SYS_munmap, (uint64_t)scratch, PAGE_SZ, 0, 0, 0, 0, &rr);
 out:
 	pause = resume(&s);
 	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
 	if (fd >= 0)
 		close(fd);
+	return r;
+}
+
+static int map_agent(struct pp_inject *inj, char *reason, size_t n)
+{
+	struct map_args a = { inj, reason, n };
+	int r = pp_tracee__run(map_agent_stopped, &a);
+
+	if (r == -ECANCELED)
+		snprintf(reason, n, "podprof is stopping");
 	return r;
 }
 
@@ -1438,15 +1260,24 @@ static int close_page(struct slot_writer *w)
 /* Single-step the stopped thread through pp_agent_store. */
 static int remote_store(struct stopped *s, uint64_t gadget, uint64_t addr, uint64_t v)
 {
-	struct user_regs_struct r = s->saved;
+	struct user_regs_struct r = s->t.regs;
 
 	r.rip = gadget;
 	r.rdi = addr;
 	r.rsi = v;
-	return step_gadget(s, &r, 3); /* mov %rsi,(%rdi) */
+	return pp_tracee__step(&s->t, &r, 3); /* mov %rsi,(%rdi) */
 }
 
-static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t addr, uint64_t v)
+/*
+ * Writes v into the slot at addr of module mo (NULL: no module check),
+ * which must hold expect (when expect is not 0): the module must still be
+ * mapped, the same file at the same place, as the maps read at the stop
+ * show, and the slot's value is read again right before the store; else
+ * -ESTALE and nothing is written (a library unloaded and another loaded
+ * in its place keeps its data).
+ */
+static int write_slot(struct pp_inject *inj, struct slot_writer *w, const struct module *mo,
+		      uint64_t addr, uint64_t expect, uint64_t v)
 {
 	uint64_t page = addr & ~(uint64_t)(PAGE_SZ - 1), cur = 0;
 	const struct pp_map *m;
@@ -1458,7 +1289,7 @@ static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t add
 		return -EINVAL;
 	if (read_mem(inj->pid, addr, &cur, sizeof(cur)) == 0 && cur == v)
 		return 0;
-	if (!w->s.seized) {
+	if (!w->s.t.seized) {
 		if (w->tried)
 			return -ESRCH;
 		w->tried = true;
@@ -1469,6 +1300,14 @@ static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t add
 	}
 	if (!w->have_maps)
 		return -EIO;
+	if (mo) {
+		const struct pp_map *first = pp_maps__find(&w->maps, mo->start);
+
+		m = pp_maps__find(&w->maps, addr);
+		if (!first || !same_file(mo, first) || !m || m->inode != mo->inode ||
+		    m->dev_major != mo->dev_major || m->dev_minor != mo->dev_minor)
+			return -ESTALE;
+	}
 	if (page != w->open_page) {
 		r = close_page(w);
 		if (r < 0)
@@ -1487,6 +1326,8 @@ static int write_slot(struct pp_inject *inj, struct slot_writer *w, uint64_t add
 			w->open_prot = to_prot(m->prot);
 		}
 	}
+	if (expect && (read_mem(inj->pid, addr, &cur, sizeof(cur)) < 0 || cur != expect))
+		return -ESTALE;
 	return remote_store(&w->s, inj->base + inj->hdr.store_off, addr, v);
 }
 
@@ -1495,7 +1336,7 @@ static uint64_t writer_done(struct slot_writer *w)
 {
 	uint64_t pause;
 
-	if (w->s.seized)
+	if (w->s.t.seized)
 		close_page(w);
 	pause = resume(&w->s);
 	if (w->have_maps)
@@ -1511,11 +1352,52 @@ static int sync_real(struct pp_inject *inj)
 			 inj->real, sizeof(inj->real));
 }
 
+/* pp_inject__patch's redirections, inside pp_tracee__run. */
+static int patch_slots(void *p)
+{
+	struct pp_inject *inj = p;
+	struct slot_writer w = { 0 };
+	int r = 0, done = 0;
+
+	for (size_t i = 0; i < inj->nslots; i++) {
+		struct slot *sl = &inj->slots[i];
+		uint64_t real = inj->real[sl->fn], expect = sl->orig;
+
+		if (sl->patched)
+			continue;
+		if (!real || (sl->orig && sl->orig != real)) {
+			if (!sl->orig || sl->orig != real) {
+				sl->patched = false;
+				sl->fn = -1 - sl->fn; /* counted once as skipped */
+			}
+			continue;
+		}
+		r = write_slot(inj, &w, &inj->mods[sl->module], sl->addr, expect,
+			       inj->base + inj->hdr.wrap_off[sl->fn]);
+		if (r == -ESTALE) {
+			/* its module went away, or the slot changed: forget it */
+			sl->fn = -1 - sl->fn;
+			r = 0;
+			continue;
+		}
+		if (r < 0)
+			break;
+		if (!sl->orig)
+			sl->orig = real; /* lazy slot: restore to the bound function */
+		sl->patched = true;
+		inj->ever_patched = true;
+		inj->mods[sl->module].nslots++;
+		done++;
+	}
+	uint64_t pause = writer_done(&w);
+	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
+	return r < 0 ? r : done;
+}
+
 int pp_inject__patch(struct pp_inject *inj)
 {
-	struct slot_writer w = { 0 };
 	uint64_t before[PP_AG_NFN];
-	int r = 0, done = 0;
+	int r = 0;
 
 	struct pp_agent_hdr h;
 
@@ -1542,30 +1424,12 @@ int pp_inject__patch(struct pp_inject *inj)
 		if (r < 0)
 			return r;
 	}
-	for (size_t i = 0; i < inj->nslots; i++) {
-		struct slot *sl = &inj->slots[i];
-		uint64_t real = inj->real[sl->fn];
-
-		if (sl->patched)
-			continue;
-		if (!real || (sl->orig && sl->orig != real)) {
-			if (!sl->orig || sl->orig != real) {
-				sl->patched = false;
-				sl->fn = -1 - sl->fn; /* counted once as skipped */
-			}
-			continue;
-		}
-		if (!sl->orig)
-			sl->orig = real; /* lazy slot: restore to the bound function */
-		r = write_slot(inj, &w, sl->addr, inj->base + inj->hdr.wrap_off[sl->fn]);
-		if (r < 0)
-			break;
-		sl->patched = true;
-		inj->ever_patched = true;
-		inj->mods[sl->module].nslots++;
-		done++;
-	}
-	/* slots marked skipped above: drop them from the list */
+	bool pending = false;
+	for (size_t i = 0; i < inj->nslots && !pending; i++)
+		pending = !inj->slots[i].patched;
+	if (pending)
+		r = pp_tracee__run(patch_slots, inj);
+	/* slots marked skipped: drop them from the list */
 	size_t k = 0;
 	for (size_t i = 0; i < inj->nslots; i++) {
 		if (inj->slots[i].fn < 0) {
@@ -1575,17 +1439,27 @@ int pp_inject__patch(struct pp_inject *inj)
 		inj->slots[k++] = inj->slots[i];
 	}
 	inj->nslots = k;
-	uint64_t pause = writer_done(&w);
-	inj->pause_ns = PP_MAX(inj->pause_ns, pause);
-	return r < 0 ? r : done;
+	return r;
+}
+
+static int unmap_agent(void *p)
+{
+	struct pp_inject *inj = p;
+	struct stopped s;
+	char why[128];
+	long rr;
+
+	if (stop_one(inj->pid, inj->max_pause_ms, &s, why, sizeof(why)) < 0)
+		return -EAGAIN;
+	remote_syscall(&s, SYS_munmap, inj->base, inj->hdr.total_size, 0, 0, 0, 0, &rr);
+	remote_syscall(&s, SYS_close, (uint64_t)inj->target_fd, 0, 0, 0, 0, 0, &rr);
+	resume(&s);
+	return 0;
 }
 
 void pp_inject__unload(struct pp_inject *inj)
 {
 	struct pp_agent_hdr h;
-	struct stopped s;
-	char why[128];
-	long rr;
 
 	if (!inj)
 		return;
@@ -1597,12 +1471,8 @@ void pp_inject__unload(struct pp_inject *inj)
 	 * no thread can be running its code. */
 	if (!inj->reused && !inj->ever_patched && inj->base && inj->target_fd >= 0 &&
 	    read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
-	    memcmp(&h, &inj->hdr, sizeof(h)) == 0 &&
-	    stop_one(inj->pid, inj->max_pause_ms, &s, why, sizeof(why)) == 0) {
-		remote_syscall(&s, SYS_munmap, inj->base, inj->hdr.total_size, 0, 0, 0, 0, &rr);
-		remote_syscall(&s, SYS_close, (uint64_t)inj->target_fd, 0, 0, 0, 0, 0, &rr);
-		resume(&s);
-	}
+	    memcmp(&h, &inj->hdr, sizeof(h)) == 0)
+		pp_tracee__run(unmap_agent, inj);
 	pp_inject__detach(inj);
 }
 
@@ -2311,10 +2181,30 @@ static int thread_stack_in(struct pp_inject_ring *rg, uint64_t slot_addr, uint64
 	return r;
 }
 
-void pp_inject__detach(struct pp_inject *inj)
+/* pp_inject__detach's restores, inside pp_tracee__run. */
+static int restore_slots(void *p)
 {
+	struct pp_inject *inj = p;
 	struct slot_writer w = { 0 };
 
+	for (size_t i = 0; i < inj->nslots; i++) {
+		struct slot *sl = &inj->slots[i];
+		uint64_t wrap = inj->base + inj->hdr.wrap_off[sl->fn], cur = 0;
+
+		if (!sl->patched || !sl->orig)
+			continue;
+		if (read_mem(inj->pid, sl->addr, &cur, sizeof(cur)) < 0 || cur != wrap)
+			continue;
+		if (write_slot(inj, &w, &inj->mods[sl->module], sl->addr, wrap, sl->orig) ==
+		    -ECANCELED)
+			break;
+	}
+	writer_done(&w);
+	return 0;
+}
+
+void pp_inject__detach(struct pp_inject *inj)
+{
 	struct pp_agent_hdr h;
 	bool same_image;
 
@@ -2326,21 +2216,14 @@ void pp_inject__detach(struct pp_inject *inj)
 	}
 	/* After an exec (or pid reuse) the slot addresses mean nothing: only
 	 * restore while our agent is still mapped where we put it, and only
-	 * slots that still point at its wrappers. */
+	 * slots that still point at its wrappers. During podprof's shutdown
+	 * (pp_tracee__close) nothing is stopped: the redirections stay, the
+	 * wrappers forward to the allocator and sample into a ring nobody
+	 * reads, and a podprof started later takes the agent over. */
 	same_image = inj->base && read_mem(inj->pid, inj->base, &h, sizeof(h)) == 0 &&
 		     memcmp(&h, &inj->hdr, sizeof(h)) == 0;
-	for (size_t i = 0; same_image && i < inj->nslots; i++) {
-		struct slot *sl = &inj->slots[i];
-		uint64_t cur = 0;
-
-		if (!sl->patched || !sl->orig)
-			continue;
-		if (read_mem(inj->pid, sl->addr, &cur, sizeof(cur)) < 0 ||
-		    cur != inj->base + inj->hdr.wrap_off[sl->fn])
-			continue;
-		write_slot(inj, &w, sl->addr, sl->orig);
-	}
-	writer_done(&w);
+	if (same_image && inj->ever_patched)
+		pp_tracee__run(restore_slots, inj);
 	if (same_image) {
 		uint64_t off = 0; /* samples in flight take the kernel path */
 

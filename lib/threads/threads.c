@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "procfs/procfs.h"
+#include "tracee/tracee.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -72,13 +73,7 @@ struct snap_ctx {
 	uint8_t *scratch; /* stack_bytes */
 	int mem_fd; /* /proc/PID/mem, opened only if process_vm_readv is refused */
 	bool abandoned; /* the last helper exited with a tracee */
-	pid_t helper_tid;
 };
-
-static pid_t my_tid(void)
-{
-	return (pid_t)syscall(SYS_gettid);
-}
 
 static void set_reason(struct pp_thread_snap *s, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -334,28 +329,71 @@ static int yama_scope(void)
 	return (int)v;
 }
 
-static void pause_briefly(unsigned *round)
+/* Keeps the first got bytes of the scratch copy as the thread's stack. */
+static void keep_stack(struct snap_ctx *c, struct pp_thread_snap *s, size_t got)
 {
-	/* A running or sleeping thread stops within microseconds: yield a
-	 * few times first, then sleep with a growing interval up to 1 ms. */
-	if (*round < 16) {
-		sched_yield();
-	} else {
-		unsigned shift = PP_MIN(*round - 16, 6u);
-		struct timespec ts = { 0, (long)(16000u << shift) };
-
-		if (ts.tv_nsec > 1000000)
-			ts.tv_nsec = 1000000;
-		nanosleep(&ts, NULL);
+	if (got == 0)
+		return;
+	s->stack = malloc(got);
+	if (s->stack) {
+		memcpy(s->stack, c->scratch, got);
+		s->stack_len = got;
 	}
-	(*round)++;
+}
+
+/*
+ * A thread blocked in a call whose interruption it would see: read
+ * without stopping it. Its registers are those the kernel saved at the
+ * call's entry (pp_tracee__blocked_regs), else only sp and pc from
+ * /proc/PID/task/TID/syscall; its stack does not move while it is blocked,
+ * which is checked after the copy.
+ */
+static enum capture_result capture_blocked(struct snap_ctx *c, struct pp_thread_snap *s,
+					   const struct pp_tracee_sys *sys, const char *why)
+{
+	struct user_regs_struct ur;
+	struct pp_tracee_sys again;
+	size_t got = 0;
+	bool full = false;
+	uint64_t t0 = pp_now_mono_ns();
+
+#if defined(__x86_64__)
+	full = pp_tracee__blocked_regs(c->pid, s->tid, &ur) == 0 && ur.rsp == sys->sp &&
+	       ur.rip == sys->pc;
+	memset(&s->regs, 0, sizeof(s->regs));
+	if (full) {
+		regs_from_user(&s->regs, &ur);
+	} else {
+		s->regs.r[PP_REG_SP] = sys->sp;
+		s->regs.r[PP_REG_IP] = sys->pc;
+	}
+#else
+	set_reason(s, -EOPNOTSUPP, "unsupported architecture");
+	return CAP_DONE;
+#endif
+	if (c->stack_bytes > 0)
+		got = copy_stack(c, s->tid, sys->sp, c->scratch, c->stack_bytes);
+	if (pp_tracee__syscall_of(c->pid, s->tid, &again) < 0 || again.nr != sys->nr ||
+	    again.sp != sys->sp || again.pc != sys->pc) {
+		set_reason(s, -EAGAIN, "not stopped (%s), and it returned while being read", why);
+		return CAP_DONE;
+	}
+	s->captured = true;
+	s->stopped = false;
+	s->pause_ns = 0;
+	snprintf(s->reason, sizeof(s->reason), "not stopped: %s%s", why,
+		 full ? "" : "; only sp and pc known");
+	keep_stack(c, s, got);
+	pp_dbg("threads: %d read without a stop in %.1f us", (int)s->tid,
+	       (double)(pp_now_mono_ns() - t0) / 1e3);
+	return CAP_DONE;
 }
 
 static enum capture_result capture_one(struct snap_ctx *c, struct pp_thread_snap *s)
 {
 	pid_t tracer = 0;
 	bool kthread = false;
-	int r, status = 0, inject = 0;
+	int r, inject = 0;
 
 	r = read_task_info(c->pid, s, &kthread, &tracer);
 	if (r == -ENOENT || r == -ESRCH)
@@ -373,108 +411,69 @@ static enum capture_result capture_one(struct snap_ctx *c, struct pp_thread_snap
 		return CAP_DONE;
 	}
 
-	if (ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)0) < 0) {
-		int e = errno;
+	/* A thread blocked in a call whose interruption it would see is not
+	 * stopped (tracee.h rule 2): its registers are those the kernel
+	 * saved when it entered the call, its stack is read as it lies. */
+	struct pp_tracee_sys sys;
+	char why[96];
 
-		if (e == ESRCH)
+	if (pp_tracee__syscall_of(c->pid, s->tid, &sys) == 0 &&
+	    pp_tracee__visible(c->pid, &sys, why, sizeof(why)))
+		return capture_blocked(c, s, &sys, why);
+
+	struct pp_tracee t;
+	char reason[128];
+	int r2 = pp_tracee__stop(&t, c->pid, s->tid, 0, c->max_pause_ms, reason, sizeof(reason));
+
+	if (r2 == -ESRCH)
+		return tracer_of(c->pid, s->tid, &tracer) < 0
+			       ? CAP_GONE
+			       : (set_reason(s, -ESRCH, "%s", reason), CAP_DONE);
+	if (r2 == -EPERM) {
+		if (tracer_of(c->pid, s->tid, &tracer) < 0)
 			return CAP_GONE;
-		if (e == EPERM) {
-			if (tracer_of(c->pid, s->tid, &tracer) < 0)
-				return CAP_GONE;
-			if (tracer != 0)
-				set_reason(s, -EPERM, "already traced by pid %d", (int)tracer);
-			else if (yama_scope() == 3)
-				set_reason(s, -EPERM, "ptrace disabled (yama ptrace_scope 3)");
-			else
-				set_reason(s, -EPERM,
-					   "ptrace not permitted (needs CAP_SYS_PTRACE, or yama "
-					   "ptrace_scope, seccomp or LSM denies it)");
-			return CAP_DONE;
-		}
-		set_reason(s, -e, "PTRACE_SEIZE: %s", strerror(e));
+		if (tracer != 0)
+			set_reason(s, -EPERM, "already traced by pid %d", (int)tracer);
+		else if (yama_scope() == 3)
+			set_reason(s, -EPERM, "ptrace disabled (yama ptrace_scope 3)");
+		else
+			set_reason(s, -EPERM,
+				   "ptrace not permitted (needs CAP_SYS_PTRACE, or yama "
+				   "ptrace_scope, seccomp or LSM denies it)");
 		return CAP_DONE;
 	}
-
-	uint64_t t0 = pp_now_mono_ns();
-	uint64_t deadline = t0 + (uint64_t)c->max_pause_ms * 1000000ull;
-	if (ptrace(PTRACE_INTERRUPT, s->tid, NULL, NULL) < 0)
-		pp_dbg("threads: PTRACE_INTERRUPT %d: %s", (int)s->tid, strerror(errno));
-
-	unsigned round = 0;
-	for (;;) {
-		pid_t w = waitpid(s->tid, &status, __WALL | WNOHANG);
-
-		if (w == s->tid)
-			break;
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			int e = errno;
-			pid_t tr;
-
-			/* ECHILD: not our tracee any more. With SIGCHLD ignored
-			 * the kernel reaps a traced thread that exits itself. */
-			if (e == ECHILD && tracer_of(c->pid, s->tid, &tr) < 0)
-				return CAP_GONE;
-			set_reason(s, -e, "lost the thread while stopping it: %s", strerror(e));
-			return CAP_ABANDON;
-		}
-		if (pp_now_mono_ns() >= deadline) {
-			set_reason(s, -ETIMEDOUT, "did not stop within %u ms (state %c%s%s)",
-				   c->max_pause_ms, s->state, s->wchan[0] ? ", wchan " : "",
-				   s->wchan);
-			return CAP_ABANDON;
-		}
-		pause_briefly(&round);
-	}
-
-	if (WIFEXITED(status) || WIFSIGNALED(status))
-		return CAP_GONE; /* reaped: nothing left to detach */
-	if (!WIFSTOPPED(status)) {
-		set_reason(s, -EPROTO, "unexpected wait status 0x%x", (unsigned)status);
+	if (r2 == -ETIMEDOUT) {
+		set_reason(s, -ETIMEDOUT, "did not stop within %u ms (state %c%s%s)",
+			   c->max_pause_ms, s->state, s->wchan[0] ? ", wchan " : "", s->wchan);
 		return CAP_ABANDON;
 	}
-	unsigned event = (unsigned)status >> 16;
-	if (event == 0)
-		inject = WSTOPSIG(status); /* signal-delivery-stop: hand it back */
-		/* else PTRACE_EVENT_STOP: our interrupt (SIGTRAP) or a group-stop
-	 * (stop signal); detaching leaves a group-stopped thread stopped. */
-
-#if defined(__x86_64__)
-	struct user_regs_struct ur;
-	if (ptrace(PTRACE_GETREGS, s->tid, NULL, &ur) == 0) {
-		regs_from_user(&s->regs, &ur);
-		s->captured = true;
-	} else {
-		set_reason(s, -errno, "PTRACE_GETREGS: %s", strerror(errno));
+	if (r2 == -EAGAIN && pp_tracee__syscall_of(c->pid, s->tid, &sys) == 0 &&
+	    pp_tracee__visible(c->pid, &sys, why, sizeof(why)))
+		return capture_blocked(c, s, &sys, why); /* it blocked meanwhile */
+	if (r2 < 0) {
+		set_reason(s, r2, "%s", reason);
+		return pp_tracee__abandoned() ? CAP_ABANDON : CAP_DONE;
 	}
-#else
-	set_reason(s, -EOPNOTSUPP, "unsupported architecture");
-#endif
+	inject = t.signal;
+	regs_from_user(&s->regs, &t.regs);
+	s->captured = true;
+	s->stopped = true;
 
 	size_t got = 0;
 	if (s->captured && c->stack_bytes > 0)
 		got = copy_stack(c, s->tid, s->regs.r[PP_REG_SP], c->scratch, c->stack_bytes);
 
-	if (ptrace(PTRACE_DETACH, s->tid, NULL, (void *)(uintptr_t)inject) < 0) {
-		/* Killed while stopped (SIGKILL wakes a tracee): let the kernel
-		 * clean up when the helper exits. */
-		pp_dbg("threads: PTRACE_DETACH %d: %s", (int)s->tid, strerror(errno));
-		s->pause_ns = pp_now_mono_ns() - t0;
+	s->pause_ns = pp_tracee__release(&t);
+	if (pp_tracee__abandoned()) {
+		/* killed while stopped (SIGKILL wakes a tracee): the kernel
+		 * cleans up when the helper exits */
 		if (s->captured)
 			set_reason(s, -ESRCH, "thread exited while stopped");
 		return CAP_ABANDON;
 	}
-	s->pause_ns = pp_now_mono_ns() - t0;
 	s->signal = inject;
 
-	if (got > 0) {
-		s->stack = malloc(got);
-		if (s->stack) {
-			memcpy(s->stack, c->scratch, got);
-			s->stack_len = got;
-		}
-	}
+	keep_stack(c, s, got);
 	return CAP_DONE;
 }
 
@@ -507,50 +506,26 @@ static void *helper_main(void *arg)
 			c->gone[i] = true;
 		if (r == CAP_ABANDON) {
 			c->abandoned = true;
-			c->helper_tid = my_tid();
+			pp_tracee__abandon();
 			break;
 		}
 	}
 	return NULL;
 }
 
-/* The joined helper may still be on its way out of the kernel: wait until
- * its task is gone, i.e. exit_ptrace has released its tracee. */
-static void wait_helper_gone(pid_t htid)
+static int helper_fn(void *arg)
 {
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)htid);
-	for (int i = 0; i < 20000 && stat(path, &st) == 0; i++) {
-		struct timespec ts = { 0, 50000 };
-
-		nanosleep(&ts, NULL);
-	}
+	helper_main(arg);
+	return 0;
 }
 
+/* The ptrace work of a batch, on a pp_tracee__run helper (every signal
+ * blocked; when a tracee is abandoned the helper's exit lets it go, and
+ * pp_tracee__run waits until the kernel has). -ECANCELED once podprof is
+ * stopping. */
 static int run_helper(struct snap_ctx *c)
 {
-	pthread_attr_t attr;
-	pthread_t th;
-	sigset_t all, old;
-	int r;
-
-	r = pthread_attr_init(&attr);
-	if (r)
-		return -r;
-	pthread_attr_setstacksize(&attr, HELPER_STACK);
-	/* The helper blocks every signal: the caller's handlers stay on its
-	 * own threads and nothing interrupts a stop window. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&th, &attr, helper_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (r)
-		return -r;
-	pthread_join(th, NULL);
-	return 0;
+	return pp_tracee__run(helper_fn, c);
 }
 
 /* -EDEADLK when pid names a thread of our own process. */
@@ -641,8 +616,6 @@ int pp_threads__snapshot_each(pid_t pid, const struct pp_threads_opts *opts, pp_
 			r = run_helper(&c);
 			if (r < 0)
 				break;
-			if (c.abandoned)
-				wait_helper_gone(c.helper_tid);
 		}
 		/* Threads that exited on the way are left out. */
 		for (; done < c.next; done++) {

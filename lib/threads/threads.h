@@ -41,6 +41,7 @@ struct pp_thread_snap {
 	uint64_t voluntary_switches, nonvoluntary_switches;
 	uint64_t cpu_time_ns; /* utime+stime */
 	bool captured; /* regs and stack valid */
+	bool stopped; /* captured in a stop; false: read as it lay (reason says why) */
 	int error; /* -errno when not captured */
 	char reason[96]; /* human text when not captured */
 	uint64_t pause_ns; /* how long the thread was stopped */

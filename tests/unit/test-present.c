@@ -265,6 +265,7 @@ static void test_dump_text(void **state)
 	struct pp_thread_snap t = { .tid = 7,
 				    .state = 'S',
 				    .captured = true,
+				    .stopped = true,
 				    .cpu_time_ns = 1500000000ull,
 				    .voluntary_switches = 4,
 				    .nonvoluntary_switches = 5,
@@ -280,7 +281,7 @@ static void test_dump_text(void **state)
 	pp_present__dump_thread(&o, &t);
 	pp_present__dump_frame(&o, 0x1234, &res, "/bin/app");
 	pp_present__dump_frame(&o, 0x99, NULL, NULL);
-	pp_present__dump_thread_end(&o, t.pause_ns);
+	pp_present__dump_thread_end(&o, &t);
 	t.captured = false;
 	t.state = 'Q';
 	t.wchan[0] = '\0';
