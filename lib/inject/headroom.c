@@ -306,6 +306,12 @@ static void consider(struct worst *w, const char *cg, const char *what, uint64_t
 	w->margin = margin;
 }
 
+/* Three PATH_MAX-sized records: on the heap, not the caller's stack. */
+struct cg_scratch {
+	struct cg_view target, self;
+	struct worst w;
+};
+
 /* One level of the hierarchy, read in dir. */
 static void check_level(bool v2, bool leaf, const char *dir, const char *cg, uint64_t bytes,
 			struct worst *w)
@@ -344,7 +350,8 @@ static const char *tail(const char *cg, size_t max)
 
 static int cg_check(pid_t pid, uint64_t bytes, char *reason, size_t n)
 {
-	_cleanup_free_ char *text = NULL, *views = NULL;
+	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ struct cg_scratch *sc = NULL;
 	struct cg_view *target, *self;
 	char cg[PATH_MAX], dir[PATH_MAX + 64];
 	struct worst *w;
@@ -355,13 +362,12 @@ static int cg_check(pid_t pid, uint64_t bytes, char *reason, size_t n)
 	if (pp_read_file(dir, SMALL_FILE, &text, &len) < 0 ||
 	    pp_headroom__parse_cgroup(text, &v2, cg, sizeof(cg)) < 0 || cg[0] != '/')
 		return 0;
-	/* three PATH_MAX-sized records: not on the caller's stack */
-	views = calloc(1, 2 * sizeof(struct cg_view) + sizeof(struct worst));
-	if (!views)
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
 		return 0;
-	target = (struct cg_view *)(void *)views;
-	self = target + 1;
-	w = (struct worst *)(void *)(self + 1);
+	target = &sc->target;
+	self = &sc->self;
+	w = &sc->w;
 	view_init(target, pid, v2);
 	view_init(self, 0, v2);
 	for (bool leaf = true;; leaf = false) {
