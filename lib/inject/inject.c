@@ -24,7 +24,11 @@
 #include <time.h>
 
 #include "agent-abi.h"
+<<<<<<< HEAD
 #include "tracee/tracee.h"
+=======
+#include "inject/headroom.h"
+>>>>>>> headroom
 #include "inject/inject.h"
 #include "procfs/procfs.h"
 #include "util/util.h"
@@ -986,41 +990,6 @@ static bool seccomp_filtered(pid_t pid)
 	return f;
 }
 
-/* Room the process must keep under its address-space limit besides the
- * agent: its own allocations must not fail because of podprof. */
-#define AS_MARGIN (64ull << 20)
-
-/* Would mapping bytes more bring pid within AS_MARGIN of its
- * RLIMIT_AS (the soft limit, /proc/PID/limits; its size, VmSize)? */
-static bool as_tight(pid_t pid, uint64_t bytes)
-{
-	char p[64], *text = NULL, *l;
-	size_t len = 0;
-	unsigned long long lim = 0, vm_kb = 0;
-	bool tight = false;
-
-	snprintf(p, sizeof(p), "/proc/%d/limits", (int)pid);
-	if (pp_read_file(p, 1 << 16, &text, &len) < 0)
-		return false;
-	l = strstr(text, "Max address space");
-	if (l && sscanf(l + 17, " %llu", &lim) != 1)
-		lim = 0; /* "unlimited" */
-	free(text);
-	text = NULL;
-	if (!lim)
-		return false;
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-	if (pp_read_file(p, 1 << 20, &text, &len) < 0)
-		return true; /* limited, size unknown: do not risk it */
-	l = strstr(text, "\nVmSize:");
-	if (!l || sscanf(l + 8, " %llu", &vm_kb) != 1)
-		tight = true;
-	else
-		tight = vm_kb * 1024 + bytes + AS_MARGIN > lim;
-	free(text);
-	return tight;
-}
-
 int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_inject **ret,
 		       char *reason, size_t n)
 {
@@ -1058,8 +1027,9 @@ int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_i
 		r = -EPERM;
 		goto fail;
 	}
-	if (as_tight(pid, inj->hdr.total_size)) {
-		snprintf(reason, n, "its address-space limit (RLIMIT_AS) is too close");
+	/* RLIMIT_AS and the memory cgroup: the agent must not make the
+	 * target's own allocations fail or get it OOM-killed */
+	if (pp_headroom__check(pid, inj->hdr.total_size, reason, n) < 0) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1649,9 +1619,8 @@ int pp_inject__preload_find(pid_t pid, const struct pp_inject_opts *opts, struct
 	} else if (r == 0 && !rw_range(&maps, data, offsetof(struct pp_agent_data, ring))) {
 		snprintf(reason, n, "preloaded agent's data not where its header says");
 		r = -EBADMSG;
-	} else if (r == 0 && as_tight(pid, opts->ring_bytes)) {
-		/* the ring the agent would map counts against the limit */
-		snprintf(reason, n, "its address-space limit (RLIMIT_AS) is too close");
+	} else if (r == 0 && pp_headroom__check(pid, opts->ring_bytes, reason, n) < 0) {
+		/* the ring the agent would map counts against the limits */
 		r = -ENOMEM;
 	} else if (r == 0 && (read_mem(pid, data + offsetof(struct pp_agent_data, enabled), v,
 				       sizeof(v)) < 0 ||

@@ -242,6 +242,103 @@ def test_address_space_limit():
     wl.kill()
 
 
+class MemCgroup:
+    """A memory cgroup of its own for test processes: v1 when the memory
+    controller is mounted there (this machine), else v2. remove() kills
+    nothing: the caller ends its processes first."""
+
+    def __init__(self):
+        self.v2 = False
+        base = None
+        with open("/proc/self/mounts") as f:
+            for l in f:
+                x = l.split()
+                if len(x) >= 4 and x[2] == "cgroup" and "memory" in x[3].split(","):
+                    base = x[1]
+                    break
+                if len(x) >= 4 and x[2] == "cgroup2" and base is None:
+                    try:
+                        with open(os.path.join(x[1], "cgroup.controllers")) as c:
+                            if "memory" in c.read().split():
+                                base, self.v2 = x[1], True
+                    except OSError:
+                        pass
+        if base is None:
+            raise Skip("no memory cgroup controller mounted (v1 or v2)")
+        self.name = "podprof-test-%d" % os.getpid()
+        self.path = os.path.join(base, self.name)
+        try:
+            if self.v2:
+                with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory")
+            os.mkdir(self.path)
+        except OSError as e:
+            raise Skip("memory cgroup controller at %s not writable: %s" % (base, e))
+
+    def _file(self, v1, v2):
+        return os.path.join(self.path, v2 if self.v2 else v1)
+
+    def add(self, pid):
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+    def usage(self):
+        with open(self._file("memory.usage_in_bytes", "memory.current")) as f:
+            return int(f.read())
+
+    def limit(self, n):
+        with open(self._file("memory.limit_in_bytes", "memory.max"), "w") as f:
+            f.write(str(n))
+
+    def remove(self):
+        # the processes are gone, their exit may take a moment to show
+        for _ in range(100):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+        check(False, "cgroup %s not removed" % self.path)
+
+
+def test_memory_cgroup_limit():
+    """A process whose memory cgroup leaves little room: the agent's
+    mappings, charged to it, could get it OOM-killed. heap.mode=inject
+    does not inject and says why (which cgroup, how much is free); the
+    process keeps running and allocating. Under a generous limit the same
+    process is injected."""
+    cg = MemCgroup()
+    wl = Workload([SITES, "small"])
+    try:
+        check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+        cg.add(wl.pid)
+        # room for the small sites (~1.6 MiB), not for the agent and its margin
+        cg.limit(cg.usage() + (8 << 20))
+        pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set", "offcpu.enabled=false",
+                     "--set", "heap.over_budget=warn")
+        line = pp.wait_log(r"heap: cannot trace pid %d .*memory cgroup /%s: [\d.]+ MiB free under its [\d.]+ MiB "
+                    r"limit; the agent needs [\d.]+ MiB \+ 32 MiB margin" % (wl.pid, cg.name), timeout=60)
+        print(line)
+        check(not agent_maps(wl.pid), "agent mapped: %s" % agent_maps(wl.pid))
+        wl.p.send_signal(signal.SIGUSR1)
+        check(wl.p.stdout.readline().decode().strip() == "ready", "workload did not allocate its sites")
+        check(wl.alive(), "workload died")
+        pp.stop()
+        cg.limit(cg.usage() + (512 << 20))
+        pp = Podprof("--pid", str(wl.pid), "--set", "heap.mode=inject", "--set", "offcpu.enabled=false",
+                     "--set", "heap.over_budget=warn")
+        pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=60)
+        check("injected agent" in pp.log_text(), "not injected:\n" + pp.log_text()[-800:])
+        check(agent_maps(wl.pid), "no agent mapped")
+        pp.stop()
+        check(wl.alive(), "workload died")
+    finally:
+        wl.kill()
+        cg.remove()
+
+
 def test_storm_attach_detach():
     """8 threads allocating while podprof injects, detaches (graceful stop
     restores the slots; SIGKILL leaves them and the next podprof reuses the
@@ -619,6 +716,6 @@ def test_ring_garbage():
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed, test_vfork_refused,
-         test_address_space_limit,
+         test_address_space_limit, test_memory_cgroup_limit,
          test_storm_attach_detach,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])

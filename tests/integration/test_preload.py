@@ -21,7 +21,7 @@ import time
 
 from harness import Podprof, Skip, Workload, check, frames, run, wait_for, write_tmp
 from test_heap import MUSL, RATE, SITES, check_sites, per_function, settle, tol
-from test_inject import check_life_site
+from test_inject import MemCgroup, check_life_site
 
 AGENT = os.environ.get("WL_AGENT_SO")
 MUSL_DYN = os.environ.get("WL_HEAP_SITES_MUSL_DYN")
@@ -215,6 +215,31 @@ def test_address_space_limit():
     wl.kill()
 
 
+def test_memory_cgroup_limit():
+    """A preloaded process whose memory cgroup leaves little room: the ring
+    the agent would map, charged to it, could get it OOM-killed. podprof
+    leaves the agent dormant, says which cgroup and how much is free,
+    traces it with uprobes; the process keeps allocating."""
+    cg = MemCgroup()
+    wl = Workload([SITES, "small"], env=preload_env())
+    try:
+        check(wl.first_line.startswith("waiting"), "workload said %r" % wl.first_line)
+        cg.add(wl.pid)
+        cg.limit(cg.usage() + (8 << 20))
+        pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false", "--set", "heap.sample_rate=1")
+        line = pp.wait_log(r"heap: tracing pid %d .*not injected: preloaded agent: memory cgroup /%s: "
+                           r"[\d.]+ MiB free under its [\d.]+ MiB limit" % (wl.pid, cg.name), timeout=60)
+        print(line)
+        wl.p.send_signal(signal.SIGUSR1)
+        check(wl.p.stdout.readline().decode().strip() == "ready", "workload did not allocate its sites")
+        check(not ring_rss_kb(wl.pid, 4 << 20) and not ring_rss_kb(wl.pid, 16 << 20), "a ring was mapped")
+        check(wl.alive(), "workload died")
+        pp.stop()
+    finally:
+        wl.kill()
+        cg.remove()
+
+
 def test_musl_preloaded():
     if not MUSL_DYN:
         raise Skip("musl-gcc not installed")
@@ -401,6 +426,6 @@ def test_ring_given_back():
 
 if __name__ == "__main__":
     run([test_glibc_preloaded, test_preload_mode_refuses_without_agent, test_harmless_where_unused,
-         test_address_space_limit, test_musl_preloaded,
+         test_address_space_limit, test_memory_cgroup_limit, test_musl_preloaded,
          test_jemalloc_after_agent, test_jemalloc_linked, test_cxx_preloaded, test_dlopen_later, test_fork_server_other_user,
          test_unwind_through_agent, test_kill_loop, test_ring_given_back])
