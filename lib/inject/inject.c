@@ -24,13 +24,10 @@
 #include <time.h>
 
 #include "agent-abi.h"
-<<<<<<< HEAD
-#include "tracee/tracee.h"
-=======
 #include "inject/headroom.h"
->>>>>>> headroom
 #include "inject/inject.h"
 #include "procfs/procfs.h"
+#include "tracee/tracee.h"
 #include "util/util.h"
 
 #define PAGE_SZ 4096u /* x86-64 */
