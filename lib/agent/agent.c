@@ -24,6 +24,7 @@
 #include "symbolize/isolate.h"
 #include "symbolize/symbolize.h"
 #include "threads/threads.h"
+#include "tracee/tracee.h"
 #include "unwind/unwind.h"
 #include "util/log.h"
 #include "util/sigbus.h"
@@ -492,6 +493,16 @@ static void threads_stats(void *ctx, struct pp_metrics *m)
 	m->agent.snapshot_pause_ns_max = a->snapshot_pause_ns_max;
 	m->agent.dumps_limited = a->dumps_limited;
 	m->agent.dump_deadline_threads = a->dump_deadline_threads;
+	{
+		struct pp_tracee_stats ts;
+
+		pp_tracee__stats(&ts);
+		m->agent.tracee_stops = ts.stops;
+		m->agent.tracee_postponed = ts.postponed;
+		m->agent.tracee_restarted = ts.restarted;
+		m->agent.tracee_signals = ts.signals;
+		m->agent.tracee_timeouts = ts.timeouts;
+	}
 }
 
 static const struct pp_collector_ops cpu_ops = {

@@ -286,6 +286,22 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
 		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
 		      ac->dumps_limited, ac->dump_deadline_threads);
+	C("ptrace_stops_total", "Threads of targets stopped (thread dumps, heap injection).",
+	  ac->tracee_stops);
+	C("ptrace_stops_avoided_total",
+	  "Threads not stopped because the stop could have been visible to the program "
+	  "(a call that would fail with EINTR, vfork, a seccomp filter, an rseq critical "
+	  "section, a signal arriving); thread dumps read them without a stop.",
+	  ac->tracee_postponed);
+	C("ptrace_calls_restarted_total",
+	  "Calls of a target interrupted by a stop and restarted so that the program "
+	  "does not see EINTR.",
+	  ac->tracee_restarted);
+	C("ptrace_signals_handed_back_total",
+	  "Signals that arrived as a thread stopped, handed back with their siginfo.",
+	  ac->tracee_signals);
+	C("ptrace_stop_timeouts_total", "Threads that did not stop in time (left running).",
+	  ac->tracee_timeouts);
 	G("store_stacks", "Distinct stacks held.", ss->stacks);
 	G("store_locations", "Distinct locations held.", ss->locations);
 	G("objects",

@@ -42,6 +42,9 @@ struct pp_agent_counters {
 	uint64_t samples, unwinds, unwinders, unwinds_complete, unwind_truncated, unwind_errors;
 	uint64_t attach_errors, target_read_errors, heap_events, offcpu_events;
 	uint64_t snapshots, snapshot_pause_ns_max, dumps_limited, dump_deadline_threads;
+	/* ptrace stops of target threads (lib/tracee): done, not done because
+	 * a rule said no, calls restarted, signals handed back, timeouts */
+	uint64_t tracee_stops, tracee_postponed, tracee_restarted, tracee_signals, tracee_timeouts;
 };
 
 /* Everything /metrics shows, copied. */

@@ -411,16 +411,8 @@ static enum capture_result capture_one(struct snap_ctx *c, struct pp_thread_snap
 		return CAP_DONE;
 	}
 
-	/* A thread blocked in a call whose interruption it would see is not
-	 * stopped (tracee.h rule 2): its registers are those the kernel
-	 * saved when it entered the call, its stack is read as it lies. */
 	struct pp_tracee_sys sys;
 	char why[96];
-
-	if (pp_tracee__syscall_of(c->pid, s->tid, &sys) == 0 &&
-	    pp_tracee__visible(c->pid, &sys, why, sizeof(why)))
-		return capture_blocked(c, s, &sys, why);
-
 	struct pp_tracee t;
 	char reason[128];
 	int r2 = pp_tracee__stop(&t, c->pid, s->tid, 0, c->max_pause_ms, reason, sizeof(reason));
@@ -447,9 +439,12 @@ static enum capture_result capture_one(struct snap_ctx *c, struct pp_thread_snap
 			   c->max_pause_ms, s->state, s->wchan[0] ? ", wchan " : "", s->wchan);
 		return CAP_ABANDON;
 	}
+	/* A thread blocked in a call whose interruption it would see is not
+	 * stopped (tracee.h rule 2): its registers are those the kernel
+	 * saved when it entered the call, its stack is read as it lies. */
 	if (r2 == -EAGAIN && pp_tracee__syscall_of(c->pid, s->tid, &sys) == 0 &&
 	    pp_tracee__visible(c->pid, &sys, why, sizeof(why)))
-		return capture_blocked(c, s, &sys, why); /* it blocked meanwhile */
+		return capture_blocked(c, s, &sys, why);
 	if (r2 < 0) {
 		set_reason(s, r2, "%s", reason);
 		return pp_tracee__abandoned() ? CAP_ABANDON : CAP_DONE;

@@ -43,7 +43,7 @@ struct pp_thread_snap {
 	bool captured; /* regs and stack valid */
 	bool stopped; /* captured in a stop; false: read as it lay (reason says why) */
 	int error; /* -errno when not captured */
-	char reason[96]; /* human text when not captured */
+	char reason[160]; /* why not captured, or why captured without a stop */
 	uint64_t pause_ns; /* how long the thread was stopped */
 	struct pp_regs regs;
 	uint8_t *stack; /* owned; bytes from regs.r[PP_REG_SP] */
