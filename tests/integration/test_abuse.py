@@ -24,7 +24,7 @@ def test_idle_and_slow_connections():
     idle = []
     for _ in range(16):
         s = socket.create_connection(("127.0.0.1", pp.port))
-        s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+        s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finished
         idle.append(s)
     # The slots are full now; within the idle timeout they are reclaimed.
     deadline = time.time() + 8
@@ -78,7 +78,7 @@ def test_many_bad_requests():
 def test_oversized():
     wl, pp = start()
     s = socket.create_connection(("127.0.0.1", pp.port), timeout=10)
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
     try:
         data = s.recv(200)
     except OSError:

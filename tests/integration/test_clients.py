@@ -65,9 +65,9 @@ class Flood:
         for i in range(n):
             s = connect_from(sources[i % len(sources)], port)
             if i % 2 == 0:
-                s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % window_path).encode())
+                s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % window_path).encode())
             else:
-                s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             self.socks.append(s)
         self.t = threading.Thread(target=self._trickle, daemon=True)
         self.t.start()
@@ -173,7 +173,7 @@ def test_per_client_limit_and_header_deadline():
     time.sleep(0.3)  # the server has accepted them
     # The fifth from that address: the documented 429.
     s = connect_from("127.0.0.2", pp.port)
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     resp = read_response(s, 5)
     s.close()
     check(resp.startswith(b"HTTP/1.1 429 "), "5th connection: %r" % resp[:200])
@@ -203,7 +203,7 @@ def test_per_client_limit_and_header_deadline():
     held = [connect_from("127.0.0.3", pp.port) for _ in range(8)]
     time.sleep(0.3)
     extra = connect_from("127.0.0.3", pp.port)
-    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     check(read_response(extra, 5) == b"", "a connection beyond twice the limit was served")
     extra.close()
     for c in held:
@@ -226,7 +226,7 @@ def test_full_cap_evicts_slow_headers():
     slow = []
     for i in range(48):
         s = connect_from("127.0.0.%d" % (2 + i % 4), pp.port)
-        s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         slow.append(s)
     time.sleep(0.5)
     for path in ("/healthz", "/debug/pprof/goroutine?debug=1", "/metrics"):
