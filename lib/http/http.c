@@ -19,8 +19,10 @@
  * Connection limits: max_connections open at once (a new one then closes
  * the connection that has waited longest for its headers, or is closed at
  * accept when every connection is busy), max_connections_per_client from
- * one address (the next ones are answered 429 as soon as their headers are
- * in; beyond twice the limit they are closed at accept), and a header
+ * one address (a new one closes that address's connection that has waited
+ * longest for its headers; when all of them are busy with requests, the
+ * next ones are answered 429 as soon as their headers are in, and beyond
+ * twice the limit they are closed at accept), and a header
  * deadline: a request whose headers are
  * not complete header_timeout_seconds after its connection opened (or
  * after the idle timeout plus that, for a keep-alive connection's next
@@ -108,6 +110,7 @@ enum refusal {
 	REF_HOST, /* answered 421: Host not allowed (DNS rebinding) */
 	REF_CROSS_SITE, /* answered 403: a cross-site browser request for data */
 	REF_FRAMING, /* answered 400: ambiguous body framing (request smuggling) */
+	REF_PER_CLIENT_EVICTED, /* idle, closed to make room for its address's newest */
 	REF__COUNT
 };
 
@@ -120,6 +123,7 @@ static const char *const refusal_names[REF__COUNT] = {
 	[REF_HOST] = "host",
 	[REF_CROSS_SITE] = "cross_site",
 	[REF_FRAMING] = "framing",
+	[REF_PER_CLIENT_EVICTED] = "per_client_evicted",
 };
 
 /* Connections open from one address (polling thread only). */
@@ -128,6 +132,7 @@ struct client {
 	unsigned char addr[16];
 	unsigned char len;
 	unsigned count;
+	unsigned evicting; /* of count, closed by us and not yet gone */
 };
 
 /* One open connection, the MHD socket context. */
@@ -138,6 +143,7 @@ struct conn {
 	_Atomic uint64_t header_deadline;
 	struct client *cl;
 	bool over_limit; /* answered 429 */
+	bool evicted; /* counted in cl->evicting (polling thread) */
 };
 
 struct job;
@@ -461,6 +467,8 @@ static void refuse(struct pp_http_server *s, enum refusal why)
 				   "for profiles or data",
 		[REF_FRAMING] = "400: ambiguous request framing (Content-Length with "
 				"Transfer-Encoding, or conflicting lengths)",
+		[REF_PER_CLIENT_EVICTED] = "http.max_connections_per_client from one address: "
+					   "its oldest connection waiting for headers is closed",
 	};
 	unsigned long n = atomic_fetch_add(&s->refused[why], 1) + 1;
 	uint64_t now = pp_now_mono_ns(), last = atomic_load(&s->refusal_logged[why]);
@@ -1717,12 +1725,19 @@ static void client_put(struct pp_http_server *s, struct client *cl)
 	free(cl);
 }
 
+/* Open connections of an address, less those being closed. Polling thread. */
+static unsigned client_open(const struct client *cl)
+{
+	return cl ? cl->count - cl->evicting : 0;
+}
+
 /*
  * Close the connection whose headers are due first (waiting for a first
- * request's headers, or idle between keep-alive requests). false if every
- * connection is busy with a request. Polling thread.
+ * request's headers, or idle between keep-alive requests), among those of
+ * cl (NULL: all). false if every one is busy with a request. Polling
+ * thread: the per-address counts are its own.
  */
-static bool evict_one(struct pp_http_server *s)
+static bool evict_one(struct pp_http_server *s, struct client *cl)
 {
 	struct conn *victim = NULL;
 	uint64_t best = UINT64_MAX;
@@ -1731,7 +1746,7 @@ static bool evict_one(struct pp_http_server *s)
 	for (struct conn *k = s->conns; k; k = k->next) {
 		uint64_t dl = atomic_load(&k->header_deadline);
 
-		if (dl && dl < best && k->fd >= 0) {
+		if (dl && dl < best && k->fd >= 0 && (!cl || k->cl == cl)) {
 			best = dl;
 			victim = k;
 		}
@@ -1740,6 +1755,11 @@ static bool evict_one(struct pp_http_server *s)
 		/* As in scan_headers: MHD closes the fd after unlinking it here. */
 		atomic_store(&victim->header_deadline, 0);
 		(void)shutdown(victim->fd, SHUT_RDWR);
+		/* Its address may take a new one now, before MHD sees the close. */
+		if (victim->cl && !victim->evicted) {
+			victim->evicted = true;
+			victim->cl->evicting++;
+		}
 	}
 	pthread_mutex_unlock(&s->conn_lock);
 	return victim != NULL;
@@ -1759,16 +1779,26 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 	if (open >= s->max_connections) {
 		/* Make room by closing the connection that has waited longest for its headers. */
-		if (open >= s->max_connections + EVICT_HEADROOM || !evict_one(s)) {
+		if (open >= s->max_connections + EVICT_HEADROOM || !evict_one(s, NULL)) {
 			refuse(s, REF_MAX_CONNECTIONS);
 			return MHD_NO;
 		}
 		refuse(s, REF_EVICTED);
 	}
+	/*
+	 * An address at its limit (every client of a kubectl port-forward is
+	 * 127.0.0.1): its oldest idle connection makes room for the newcomer;
+	 * only when all of them are busy with requests is the newcomer
+	 * answered 429, or closed here beyond twice the limit.
+	 */
 	cl = client_find(s, addr, false);
-	if (cl && cl->count >= 2 * s->max_per_client) {
-		refuse(s, REF_PER_CLIENT_ACCEPT);
-		return MHD_NO;
+	if (client_open(cl) >= s->max_per_client) {
+		if (evict_one(s, cl))
+			refuse(s, REF_PER_CLIENT_EVICTED);
+		else if (client_open(cl) >= 2 * s->max_per_client) {
+			refuse(s, REF_PER_CLIENT_ACCEPT);
+			return MHD_NO;
+		}
 	}
 	return MHD_YES;
 }
@@ -1792,7 +1822,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			return; /* no limits for this one; harmless */
 		k->fd = fi ? fi->connect_fd : -1;
 		k->cl = client_find(s, ai ? ai->client_addr : NULL, true);
-		if (k->cl && ++k->cl->count > s->max_per_client) {
+		if (k->cl)
+			k->cl->count++;
+		if (k->cl && client_open(k->cl) > s->max_per_client) {
 			k->over_limit = true;
 			refuse(s, REF_PER_CLIENT);
 			secs = PP_MIN(secs, OVER_LIMIT_HEADER_SECONDS);
@@ -1818,6 +1850,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (k->next)
 			k->next->prev = k->prev;
 		pthread_mutex_unlock(&s->conn_lock);
+		if (k->evicted)
+			k->cl->evicting--;
 		client_put(s, k->cl);
 		free(k);
 		*socket_context = NULL;

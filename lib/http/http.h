@@ -90,7 +90,10 @@ struct pp_http_opts {
 	 * RLIMIT_NOFILE / 2.
 	 */
 	unsigned max_connections;
-	/* connections from one client address; the next ones are answered 429 */
+	/*
+	 * connections from one client address: a new one closes the oldest of
+	 * them waiting for headers; when all are busy, it is answered 429
+	 */
 	unsigned max_connections_per_client;
 	unsigned max_request_bytes; /* request body cap (413 above); sizes the header memory too */
 	unsigned timeout_seconds; /* idle connection timeout */
