@@ -245,13 +245,15 @@ def test_smuggling():
     for req in cases:
         resp = raw(pp.port, req)
         check(resp.startswith(b"HTTP/1.1 400"), "%r: %r" % (req[:120], resp[:200]))
-        check(resp.count(b"HTTP/1.1 ") == 1, "a smuggled request was answered: %r" % resp[:600])
+        # (libmicrohttpd refuses "4, 62" itself, its 400 header written twice)
+        check(re.findall(rb"HTTP/1\.1 (\d+)", resp) in ([b"400"], [b"400", b"400"]),
+              "a smuggled request was answered: %r" % resp[:600])
     # The same request framed once is served.
     resp = raw(pp.port, b"POST /debug/pprof/symbol HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\n0x10\r\n0\r\n\r\n")
     check(resp.startswith(b"HTTP/1.1 200"), "chunked POST: %r" % resp[:200])
     m = pp.metrics()
-    check(m.get('podprof_http_refused_total{reason="framing"}', 0) >= len(cases),
+    check(m.get('podprof_http_refused_total{reason="framing"}', 0) >= len(cases) - 1,
           "framing refusals %s" % m.get('podprof_http_refused_total{reason="framing"}'))
     pp.stop()
 
@@ -275,14 +277,20 @@ def test_token_with_nul():
             os.unlink(path)
 
 
+# Names itself (a process may rename only its own threads): argv[1] the
+# process, argv[2] its second thread, both in hex.
 NAMED_THREADS = """
-import threading, time
+import sys, threading, time
 ready = threading.Event()
 def worker():
+    with open("/proc/self/task/%d/comm" % threading.get_native_id(), "wb") as f:
+        f.write(bytes.fromhex(sys.argv[2]))
     ready.set()
     time.sleep(3600)
 threading.Thread(target=worker, daemon=True).start()
 ready.wait()
+with open("/proc/self/comm", "wb") as f:
+    f.write(bytes.fromhex(sys.argv[1]))
 print("ready", flush=True)
 time.sleep(3600)
 """
@@ -293,14 +301,11 @@ def test_hostile_thread_names():
     sequence and a newline: /metrics stays valid UTF-8 exposition (Prometheus
     rejected the whole scrape) and the debug=2 dump shows one entry per
     thread, none forged."""
-    wl = Workload([sys.executable, "-c", NAMED_THREADS])
+    # 15 bytes, the kernel's limit: invalid UTF-8, then a forged thread header.
+    wl = Workload([sys.executable, "-c", NAMED_THREADS, b'ev\xff\xc3\n"}\\ 1'.hex(),
+                   b'x\xe2\x82\nthread 9 "f'.hex()])
     tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % wl.pid))
     check(len(tids) == 2, "workload threads %s" % tids)
-    # 15 bytes, the kernel's limit: invalid UTF-8, then a forged thread header.
-    with open("/proc/%d/task/%d/comm" % (wl.pid, tids[1]), "wb") as f:
-        f.write(b'x\xe2\x82\nthread 9 "f')
-    with open("/proc/%d/comm" % wl.pid, "wb") as f:
-        f.write(b"ev\xff\xc3\n\"}\\ 1")
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false")
 
     def renamed():
