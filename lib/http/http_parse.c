@@ -328,7 +328,7 @@ int pp_http__host_name(const char *hdr, char *buf, size_t n)
 		unsigned char c = (unsigned char)h[i];
 
 		if (c <= ' ' || c >= 0x7f || c == '/' || c == '@' || c == '[' || c == ']' ||
-		    c == '\\' || c == '%')
+		    c == '\\' || c == '%' || c == ',')
 			return -EINVAL;
 		buf[i] = (char)(c >= 'A' && c <= 'Z' ? c + 'a' - 'A' : c);
 	}
@@ -396,6 +396,10 @@ bool pp_http__host_listed(const char *list, const char *host)
 				size_t sl = pl - 1;
 
 				if (hl > sl && strcasecmp(host + hl - sl, pat + 1) == 0)
+					return true;
+			} else if (inet_pton(AF_INET6, pat, pa) == 1) {
+				/* an IPv6 address without brackets, as a Host cannot hold it */
+				if (is_addr && memcmp(ha, pa, 16) == 0)
 					return true;
 			} else if (pp_http__host_name(pat, norm, sizeof(norm)) == 0) {
 				if (is_addr && pp_http__host_addr(norm, pa)) {
