@@ -333,6 +333,8 @@ int pp_http__host_name(const char *hdr, char *buf, size_t n)
 		buf[i] = (char)(c >= 'A' && c <= 'Z' ? c + 'a' - 'A' : c);
 	}
 	buf[hl] = '\0';
+	if (hdr[0] == '[' && !pp_http__host_addr(buf, (unsigned char[16]){ 0 }))
+		return -EINVAL; /* brackets hold an IPv6 address */
 	return 0;
 }
 

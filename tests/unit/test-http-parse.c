@@ -267,6 +267,8 @@ static void test_host_name(void **state)
 		{ "::1", NULL },
 		{ "::1:6060", NULL },
 		{ "[::1", NULL },
+		{ "[:0:18]:80", NULL },
+		{ "[evil.example]", NULL },
 		{ "[::1]x", NULL },
 		{ "[::1]:x", NULL },
 		{ "a:b", NULL },
