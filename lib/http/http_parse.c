@@ -320,8 +320,8 @@ int pp_http__host_name(const char *hdr, char *buf, size_t n)
 	hl = (size_t)(end - h);
 	if (hl && h[hl - 1] == '.' && hdr[0] != '[')
 		hl--; /* "localhost." is "localhost" */
-	if (!hl)
-		return -EINVAL;
+	if (!hl || h[hl - 1] == '.')
+		return -EINVAL; /* empty, or "a.." */
 	if (hl + 1 > n)
 		return -ENAMETOOLONG;
 	for (size_t i = 0; i < hl; i++) {

@@ -280,6 +280,7 @@ static void test_host_name(void **state)
 		{ "a\\b", NULL },
 		{ "a\x80", NULL },
 		{ ".", NULL },
+		{ "a..", NULL },
 	};
 	char buf[64];
 
