@@ -29,6 +29,12 @@
  * request) is closed by the timer thread (shutdown(2) on its socket; MHD
  * then closes it). Each refusal is counted per reason in /metrics and
  * reported to src->refused at most once per 10 s per reason.
+ *
+ * Request checks, once the headers are in, before any body is read and
+ * before the token: ambiguous framing (request smuggling) 400, a Host that
+ * does not name this server (DNS rebinding) 421, a cross-site browser
+ * request for data 403; each closes the connection and is counted as a
+ * refusal. See host_known() for what names this server.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
