@@ -1578,10 +1578,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					       close_hdr);
 		}
 		if (route_reveals(x.route) && cross_site(s, c, method)) {
+			static const char *const close_hdr[] = { "Connection", "close", NULL };
+
 			refuse(s, REF_CROSS_SITE);
-			return send_error(&x, 403,
-					  "Forbidden: cross-site request (open the URL directly "
-					  "or from podprof's index page)");
+			return send_error_hdrs(&x, 403,
+					       "Forbidden: cross-site request (open the URL "
+					       "directly "
+					       "or from podprof's index page)",
+					       close_hdr);
 		}
 		/*
 		 * Headers are complete: refuse before reading any body. The UI's
