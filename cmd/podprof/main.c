@@ -319,6 +319,16 @@ static int read_token(const struct pp_config *cfg, char **ret)
 			cfg->http.token_file, strerror(-r));
 		return r;
 	}
+	/* A NUL would end the token early (or turn auth off when first): refuse it. */
+	if (memchr(data, '\0', len)) {
+		fprintf(stderr,
+			"podprof: http.token_file: %s holds a NUL byte (at offset %zu); the token "
+			"must be text\n",
+			cfg->http.token_file, (size_t)((char *)memchr(data, '\0', len) - data));
+		explicit_bzero(data, len);
+		free(data);
+		return -EINVAL;
+	}
 	while (len && (data[len - 1] == '\n' || data[len - 1] == '\r' || data[len - 1] == ' '))
 		data[--len] = '\0';
 	if (!len) {

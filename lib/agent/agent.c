@@ -2566,6 +2566,7 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 		.workers = a->cfg->http.workers,
 		.max_window_seconds = a->cfg->cpu.max_seconds,
 		.token = a->opts.token,
+		.allowed_hosts = a->cfg->http.allowed_hosts,
 		.index_title = title,
 	};
 	const struct pp_http_source *src = pp_agent__source(a, group);

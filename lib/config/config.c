@@ -48,6 +48,7 @@ enum ktype {
 	K_ENUM, /* stored as int */
 	K_STR, /* optional string, "" or null = NULL */
 	K_DIR, /* optional absolute directory path, "" or null = NULL */
+	K_HOSTS, /* host names, comma-separated or a YAML list; stored joined by ","; none = NULL */
 	K_LISTEN, /* main listen address, "0"/"" = disabled */
 	K_TLISTEN, /* a target's listen address, null = main server */
 	K_NAME, /* target name */
@@ -178,6 +179,7 @@ static const struct key_def config_keys[] = {
 	U("http.header_timeout_seconds", http.header_timeout_seconds, 1, 3600),
 	U("http.workers", http.workers, 1, 64),
 	{ .key = "http.token_file", .type = K_STR, .off = OFF(http.token_file) },
+	{ .key = "http.allowed_hosts", .type = K_HOSTS, .off = OFF(http.allowed_hosts) },
 	U("limits.max_targets", limits.max_targets, 1, 65536),
 	U("limits.max_stacks", limits.max_stacks, 1024, 10000000),
 	{ .key = "limits.symbol_cache_bytes",
@@ -609,6 +611,41 @@ static int set_string(char **field, const char *s)
 	return 0;
 }
 
+/*
+ * http.allowed_hosts: comma-separated entries, each a host name, an IPv4
+ * address, an IPv6 address in brackets or not, "*.domain" or "*"; a port
+ * is ignored as in a Host header. 0 or -EINVAL with the message.
+ */
+static int check_hosts(const char *s, char *msg, size_t msglen)
+{
+	const char *all = s;
+
+	while (*s) {
+		size_t n = strcspn(s, ","), b = 0, e = n;
+
+		while (b < e && (s[b] == ' ' || s[b] == '\t'))
+			b++;
+		while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t'))
+			e--;
+		if (b == e)
+			return msgf(msg, msglen, "empty host name in \"%.128s\"", all);
+		for (size_t i = b; i < e; i++) {
+			unsigned char ch = (unsigned char)s[i];
+			bool star = ch == '*' && i == b && (e - b == 1 || s[i + 1] == '.');
+
+			if (!isalnum(ch) && !strchr(".-_:[]%", ch) && !star)
+				return msgf(msg, msglen,
+					    "\"%.*s\" is not a host name, an address, \"*.domain\" "
+					    "or \"*\"",
+					    (int)PP_MIN(e - b, (size_t)128), s + b);
+		}
+		s += n;
+		if (*s)
+			s++;
+	}
+	return 0;
+}
+
 static bool is_glob_char(char ch)
 {
 	return ch == '*' || ch == '?' || ch == '[' || ch == '\\';
@@ -781,6 +818,15 @@ static int apply_value(void *base, const struct key_def *k, const struct val *v,
 			return msgf(msg, msglen, "expected a string, got %s", g);
 		if (k->type == K_DIR && s && *s && s[0] != '/')
 			return msgf(msg, msglen, "expected an absolute directory path, got %s", g);
+		return set_string((char **)field, s && *s ? s : NULL);
+	case K_HOSTS:
+		if (!v->s && strcmp(v->what, "nothing") != 0)
+			return msgf(msg, msglen, "expected a list of host names, got %s", g);
+		if (s && *s) {
+			int bad = check_hosts(s, msg, msglen);
+			if (bad)
+				return bad;
+		}
 		return set_string((char **)field, s && *s ? s : NULL);
 	case K_LISTEN:
 	case K_TLISTEN: {
@@ -1180,12 +1226,43 @@ static struct val node_val(const struct node *n)
 	return v;
 }
 
+/* A list of scalars joined by ",", for K_HOSTS. NULL with *ret_bad set to the odd item. */
+static char *join_list(const struct node *n, const struct node **ret_bad)
+{
+	struct pp_buf b = { .max = CFG_MAX_SCALAR };
+
+	*ret_bad = NULL;
+	for (size_t i = 0; i < n->n; i++) {
+		const struct node *it = n->kids[i];
+
+		if (it->type != N_SCALAR || it->null || !*it->str || strchr(it->str, ',') ||
+		    (i && pp_buf_puts(&b, ",") < 0) || pp_buf_puts(&b, it->str) < 0) {
+			*ret_bad = it;
+			pp_buf_free(&b);
+			return NULL;
+		}
+	}
+	return b.data ? pp_buf_steal(&b, NULL) : strdup("");
+}
+
 static int apply_node(struct ctx *x, void *base, const struct key_def *k, const struct node *n)
 {
 	char msg[CFG_MSG_LEN];
 	struct val v = node_val(n);
-	int r = apply_value(base, k, &v, msg, sizeof(msg));
+	_cleanup_free_ char *joined = NULL;
+	int r;
 
+	if (k->type == K_HOSTS && n->type == N_SEQ) {
+		const struct node *bad;
+
+		joined = join_list(n, &bad);
+		if (!joined && bad)
+			return fail_at(x, bad, "expected a host name");
+		if (!joined)
+			return -ENOMEM;
+		v.s = joined;
+	}
+	r = apply_value(base, k, &v, msg, sizeof(msg));
 	if (r == -EINVAL)
 		return fail_at(x, n, "%s", msg);
 	return r;
@@ -1446,6 +1523,7 @@ void pp_config__free(struct pp_config *c)
 	free(c->source);
 	free(c->listen);
 	free(c->http.token_file);
+	free(c->http.allowed_hosts);
 	free(c->heap.agent_dir);
 	free(c);
 }
@@ -1494,6 +1572,7 @@ struct pp_config *pp_config__new_default(void)
 	c->http.max_request_bytes = 65536;
 	c->http.timeout_seconds = 30;
 	c->http.token_file = NULL;
+	c->http.allowed_hosts = NULL;
 	c->limits.max_targets = 256;
 	c->limits.max_stacks = 200000;
 	c->limits.symbol_cache_bytes = 64 * MIB;

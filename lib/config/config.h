@@ -112,6 +112,8 @@ struct pp_config {
 		unsigned header_timeout_seconds; /* headers complete within, default 10 (1..3600) */
 		unsigned workers; /* threads rendering profiles, default 4 (1..64) */
 		char *token_file; /* bearer token file; NULL = no auth */
+		/* Host names accepted besides loopback and the machine's own, joined by ","; NULL = none */
+		char *allowed_hosts;
 	} http;
 
 	struct {

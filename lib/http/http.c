@@ -19,16 +19,25 @@
  * Connection limits: max_connections open at once (a new one then closes
  * the connection that has waited longest for its headers, or is closed at
  * accept when every connection is busy), max_connections_per_client from
- * one address (the next ones are answered 429 as soon as their headers are
- * in; beyond twice the limit they are closed at accept), and a header
+ * one address (a new one closes that address's connection that has waited
+ * longest for its headers; when all of them are busy with requests, the
+ * next ones are answered 429 as soon as their headers are in, and beyond
+ * twice the limit they are closed at accept), and a header
  * deadline: a request whose headers are
  * not complete header_timeout_seconds after its connection opened (or
  * after the idle timeout plus that, for a keep-alive connection's next
  * request) is closed by the timer thread (shutdown(2) on its socket; MHD
  * then closes it). Each refusal is counted per reason in /metrics and
  * reported to src->refused at most once per 10 s per reason.
+ *
+ * Request checks, once the headers are in, before any body is read and
+ * before the token: ambiguous framing (request smuggling) 400, a Host that
+ * does not name this server (DNS rebinding) 421, a cross-site browser
+ * request for data 403; each closes the connection and is counted as a
+ * refusal. See host_known() for what names this server.
  */
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -43,6 +52,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -70,6 +80,9 @@
 #define MAX_BODY_BYTES (512u << 20)
 #define MAX_SYMBOL_NAME_BYTES 4096
 #define MAX_HEALTH_MSG_BYTES 1024
+/* The machine's own addresses kept for the Host check, and how often a miss re-reads them. */
+#define OWN_ADDRS_MAX 4096
+#define OWN_REFRESH_NS 1000000000ull
 
 /* Routes, also the low-cardinality path label of the request counter. */
 enum route {
@@ -88,7 +101,9 @@ enum route {
 	R__COUNT
 };
 
-static const unsigned status_codes[] = { 200, 301, 400, 401, 404, 413, 429, 500, 501, 503 };
+static const unsigned status_codes[] = {
+	200, 301, 400, 401, 403, 404, 413, 421, 429, 500, 501, 503
+};
 #define N_CODES (ARRAY_SIZE(status_codes) + 1) /* last slot: any other code */
 
 /* Why a connection or request was refused: the reason label in /metrics. */
@@ -98,6 +113,10 @@ enum refusal {
 	REF_PER_CLIENT_ACCEPT, /* closed at accept: twice the per-client limit */
 	REF_HEADER_TIMEOUT, /* headers not complete in time: closed */
 	REF_EVICTED, /* waiting for headers, closed to make room at max_connections */
+	REF_HOST, /* answered 421: Host not allowed (DNS rebinding) */
+	REF_CROSS_SITE, /* answered 403: a cross-site browser request for data */
+	REF_FRAMING, /* answered 400: ambiguous body framing (request smuggling) */
+	REF_PER_CLIENT_EVICTED, /* idle, closed to make room for its address's newest */
 	REF__COUNT
 };
 
@@ -107,6 +126,10 @@ static const char *const refusal_names[REF__COUNT] = {
 	[REF_PER_CLIENT_ACCEPT] = "per_client_at_accept",
 	[REF_HEADER_TIMEOUT] = "header_timeout",
 	[REF_EVICTED] = "evicted",
+	[REF_HOST] = "host",
+	[REF_CROSS_SITE] = "cross_site",
+	[REF_FRAMING] = "framing",
+	[REF_PER_CLIENT_EVICTED] = "per_client_evicted",
 };
 
 /* Connections open from one address (polling thread only). */
@@ -115,6 +138,7 @@ struct client {
 	unsigned char addr[16];
 	unsigned char len;
 	unsigned count;
+	unsigned evicting; /* of count, closed by us and not yet gone */
 };
 
 /* One open connection, the MHD socket context. */
@@ -125,6 +149,7 @@ struct conn {
 	_Atomic uint64_t header_deadline;
 	struct client *cl;
 	bool over_limit; /* answered 429 */
+	bool evicted; /* counted in cl->evicting (polling thread) */
 };
 
 struct job;
@@ -153,6 +178,13 @@ struct pp_http_server {
 	unsigned timeout_seconds;
 	unsigned max_per_client;
 	unsigned header_timeout_seconds;
+	char *allowed_hosts; /* opts->allowed_hosts; NULL = none */
+	char listen_host[256]; /* normalized; "" = every address */
+	pthread_mutex_t host_lock; /* own, n_own, hostname, own_at */
+	unsigned char (*own)[16]; /* the machine's addresses (IPv4 as v4-mapped) */
+	size_t n_own;
+	char hostname[256]; /* gethostname(), lowercased */
+	uint64_t own_at; /* last read, monotonic ns */
 	int stop_fd; /* eventfd, readable once stop() began */
 	int wake_fd; /* eventfd: a window was added, the timer recomputes its sleep */
 	int epfd; /* the timer thread's: stop_fd, wake_fd, window sockets */
@@ -435,6 +467,14 @@ static void refuse(struct pp_http_server *s, enum refusal why)
 				       "http.header_timeout_seconds",
 		[REF_EVICTED] = "http.max_connections open: the oldest connection waiting "
 				"for its headers is closed",
+		[REF_HOST] = "421: Host header not a loopback name, an address of this machine "
+			     "or in http.allowed_hosts (DNS rebinding?)",
+		[REF_CROSS_SITE] = "403: cross-site browser request (Sec-Fetch-Site or Origin) "
+				   "for profiles or data",
+		[REF_FRAMING] = "400: ambiguous request framing (Content-Length with "
+				"Transfer-Encoding, or conflicting lengths)",
+		[REF_PER_CLIENT_EVICTED] = "http.max_connections_per_client from one address: "
+					   "its oldest connection waiting for headers is closed",
 	};
 	unsigned long n = atomic_fetch_add(&s->refused[why], 1) + 1;
 	uint64_t now = pp_now_mono_ns(), last = atomic_load(&s->refusal_logged[why]);
@@ -1161,6 +1201,185 @@ static bool authorized(struct pp_http_server *s, struct MHD_Connection *c)
 	return diff == 0;
 }
 
+/* Re-read the machine's addresses and hostname. Under host_lock. */
+static void own_refresh(struct pp_http_server *s, uint64_t now)
+{
+	struct ifaddrs *ifa = NULL;
+	char hn[256];
+
+	s->own_at = now;
+	if (getifaddrs(&ifa) == 0) {
+		size_t cap = 0, n = 0;
+		unsigned char(*v)[16];
+
+		for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+			cap++;
+		cap = PP_MIN(PP_MAX(cap, (size_t)1), (size_t)OWN_ADDRS_MAX);
+		v = calloc(cap, sizeof(*v));
+		for (struct ifaddrs *i = ifa; v && i && n < cap; i = i->ifa_next) {
+			const struct sockaddr *sa = i->ifa_addr;
+
+			if (sa && sa->sa_family == AF_INET) {
+				v[n][10] = v[n][11] = 0xff;
+				memcpy(&v[n++][12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+			} else if (sa && sa->sa_family == AF_INET6) {
+				memcpy(v[n++], &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+			}
+		}
+		freeifaddrs(ifa);
+		if (v) {
+			free(s->own);
+			s->own = v;
+			s->n_own = n;
+		}
+	}
+	if (gethostname(hn, sizeof(hn)) == 0) {
+		hn[sizeof(hn) - 1] = '\0';
+		if (pp_http__host_name(hn, s->hostname, sizeof(s->hostname)) < 0)
+			s->hostname[0] = '\0';
+	}
+}
+
+/*
+ * Whether a host (as pp_http__host_name gives it) names this server: a
+ * loopback name or address, the listen address, an entry of
+ * http.allowed_hosts, an address of one of the machine's interfaces (a pod
+ * IP as a scraper sends it) or its hostname. A miss re-reads the
+ * interfaces and the hostname (addresses change), at most once a second.
+ */
+static bool host_known(struct pp_http_server *s, const char *h)
+{
+	unsigned char a[16];
+	bool is_addr = pp_http__host_addr(h, a), ok = false;
+
+	if (pp_http__host_is_loopback(h) ||
+	    (s->listen_host[0] && pp_http__host_listed(s->listen_host, h)) ||
+	    (s->allowed_hosts && pp_http__host_listed(s->allowed_hosts, h)))
+		return true;
+	pthread_mutex_lock(&s->host_lock);
+	for (int pass = 0; pass < 2 && !ok; pass++) {
+		if (pass) {
+			uint64_t now = pp_now_mono_ns();
+
+			if (now - s->own_at < OWN_REFRESH_NS)
+				break;
+			own_refresh(s, now);
+		}
+		if (is_addr) {
+			for (size_t i = 0; i < s->n_own && !ok; i++)
+				ok = memcmp(s->own[i], a, 16) == 0;
+		} else {
+			ok = s->hostname[0] && strcmp(s->hostname, h) == 0;
+		}
+	}
+	pthread_mutex_unlock(&s->host_lock);
+	return ok;
+}
+
+/* A request without Host (HTTP/1.0) is allowed: rebinding needs a name. */
+static bool host_allowed(struct pp_http_server *s, struct MHD_Connection *c)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	char h[256];
+
+	if (!v)
+		return true;
+	return pp_http__host_name(v, h, sizeof(h)) == 0 && host_known(s, h);
+}
+
+/* An Origin header ("scheme://host[:port]") whose host names this server. */
+static bool origin_allowed(struct pp_http_server *s, const char *origin)
+{
+	const char *p = strstr(origin, "://");
+	char hp[256], h[256];
+	size_t n;
+
+	if (!p)
+		return false; /* "null": a sandboxed or file: page */
+	p += 3;
+	n = strcspn(p, "/?#");
+	if (!n || n >= sizeof(hp))
+		return false;
+	memcpy(hp, p, n);
+	hp[n] = '\0';
+	return pp_http__host_name(hp, h, sizeof(h)) == 0 && host_known(s, h);
+}
+
+/*
+ * The routes that cost CPU or reveal data. The index (reached by a link
+ * from another site, it shows only what the profiles are), its redirect,
+ * the UI's static files, /healthz and the 404s stay open to any site.
+ */
+static bool route_reveals(enum route r)
+{
+	return (r >= R_KIND_FIRST && r <= R_KIND_LAST) || r == R_CMDLINE || r == R_SYMBOL ||
+	       r == R_METRICS;
+}
+
+/*
+ * A browser request made by a page of another site. Sec-Fetch-Site is set
+ * by the browser, not by the page: "cross-site" and "same-site" (another
+ * port or subdomain: with kubectl port-forward every local web app shares
+ * "localhost" with podprof) are refused; "same-origin" (podprof's own UI)
+ * and "none" (a typed URL, a bookmark) are not; non-browser clients send
+ * none. A POST from an Origin that does not name this server is refused
+ * too (browsers without Sec-Fetch-*).
+ */
+static bool cross_site(struct pp_http_server *s, struct MHD_Connection *c, const char *method)
+{
+	const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+	const char *origin;
+
+	if (site && (strcasecmp(site, "cross-site") == 0 || strcasecmp(site, "same-site") == 0))
+		return true;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+		return false;
+	origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	return origin && !origin_allowed(s, origin);
+}
+
+/* What the request's headers say about its body, for the smuggling checks. */
+struct framing {
+	unsigned n_te;
+	const char *cl;
+	bool bad; /* conflicting or malformed */
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (!key)
+		return MHD_YES;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (!value || !*value || value[strspn(value, "0123456789")] ||
+		    (f->cl && strcmp(f->cl, value) != 0))
+			f->bad = true;
+		f->cl = value;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->n_te++;
+		if (!value || strcasecmp(value, "chunked") != 0)
+			f->bad = true;
+	}
+	return MHD_YES;
+}
+
+/*
+ * Request smuggling shapes, refused whatever libmicrohttpd makes of them:
+ * Content-Length with Transfer-Encoding, two different Content-Length
+ * values, a length that is not a plain number, a transfer coding other
+ * than one "chunked".
+ */
+static bool framing_ambiguous(struct MHD_Connection *c)
+{
+	struct framing f = { 0 };
+
+	MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &f);
+	return f.bad || f.n_te > 1 || (f.n_te && f.cl);
+}
+
 static enum MHD_Result dispatch(struct call *x, struct req *rq, const char *method)
 {
 	switch (x->route) {
@@ -1337,6 +1556,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					       "(http.max_connections_per_client)",
 					       close_hdr);
 		}
+		if (framing_ambiguous(c)) {
+			static const char *const close_hdr[] = { "Connection", "close", NULL };
+
+			refuse(s, REF_FRAMING);
+			return send_error_hdrs(&x, 400,
+					       "ambiguous request framing: Content-Length with "
+					       "Transfer-Encoding, conflicting Content-Length "
+					       "values or an unsupported Transfer-Encoding",
+					       close_hdr);
+		}
+		/* /healthz answers kubelet probes, whatever Host they were given. */
+		if (x.route != R_HEALTHZ && !host_allowed(s, c)) {
+			static const char *const close_hdr[] = { "Connection", "close", NULL };
+
+			refuse(s, REF_HOST);
+			return send_error_hdrs(&x, 421,
+					       "Misdirected Request: the Host header names neither "
+					       "this machine nor a loopback address; add the name "
+					       "to http.allowed_hosts to use it",
+					       close_hdr);
+		}
+		if (route_reveals(x.route) && cross_site(s, c, method)) {
+			static const char *const close_hdr[] = { "Connection", "close", NULL };
+
+			refuse(s, REF_CROSS_SITE);
+			return send_error_hdrs(&x, 403,
+					       "Forbidden: cross-site request (open the URL "
+					       "directly "
+					       "or from podprof's index page)",
+					       close_hdr);
+		}
 		/*
 		 * Headers are complete: refuse before reading any body. The UI's
 		 * static files hold no data (its requests for profiles send the token).
@@ -1485,12 +1735,19 @@ static void client_put(struct pp_http_server *s, struct client *cl)
 	free(cl);
 }
 
+/* Open connections of an address, less those being closed. Polling thread. */
+static unsigned client_open(const struct client *cl)
+{
+	return cl ? cl->count - cl->evicting : 0;
+}
+
 /*
  * Close the connection whose headers are due first (waiting for a first
- * request's headers, or idle between keep-alive requests). false if every
- * connection is busy with a request. Polling thread.
+ * request's headers, or idle between keep-alive requests), among those of
+ * cl (NULL: all). false if every one is busy with a request. Polling
+ * thread: the per-address counts are its own.
  */
-static bool evict_one(struct pp_http_server *s)
+static bool evict_one(struct pp_http_server *s, struct client *cl)
 {
 	struct conn *victim = NULL;
 	uint64_t best = UINT64_MAX;
@@ -1499,7 +1756,7 @@ static bool evict_one(struct pp_http_server *s)
 	for (struct conn *k = s->conns; k; k = k->next) {
 		uint64_t dl = atomic_load(&k->header_deadline);
 
-		if (dl && dl < best && k->fd >= 0) {
+		if (dl && dl < best && k->fd >= 0 && (!cl || k->cl == cl)) {
 			best = dl;
 			victim = k;
 		}
@@ -1508,6 +1765,11 @@ static bool evict_one(struct pp_http_server *s)
 		/* As in scan_headers: MHD closes the fd after unlinking it here. */
 		atomic_store(&victim->header_deadline, 0);
 		(void)shutdown(victim->fd, SHUT_RDWR);
+		/* Its address may take a new one now, before MHD sees the close. */
+		if (victim->cl && !victim->evicted) {
+			victim->evicted = true;
+			victim->cl->evicting++;
+		}
 	}
 	pthread_mutex_unlock(&s->conn_lock);
 	return victim != NULL;
@@ -1527,16 +1789,26 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 	if (open >= s->max_connections) {
 		/* Make room by closing the connection that has waited longest for its headers. */
-		if (open >= s->max_connections + EVICT_HEADROOM || !evict_one(s)) {
+		if (open >= s->max_connections + EVICT_HEADROOM || !evict_one(s, NULL)) {
 			refuse(s, REF_MAX_CONNECTIONS);
 			return MHD_NO;
 		}
 		refuse(s, REF_EVICTED);
 	}
+	/*
+	 * An address at its limit (every client of a kubectl port-forward is
+	 * 127.0.0.1): its oldest idle connection makes room for the newcomer;
+	 * only when all of them are busy with requests is the newcomer
+	 * answered 429, or closed here beyond twice the limit.
+	 */
 	cl = client_find(s, addr, false);
-	if (cl && cl->count >= 2 * s->max_per_client) {
-		refuse(s, REF_PER_CLIENT_ACCEPT);
-		return MHD_NO;
+	if (client_open(cl) >= s->max_per_client) {
+		if (evict_one(s, cl))
+			refuse(s, REF_PER_CLIENT_EVICTED);
+		else if (client_open(cl) >= 2 * s->max_per_client) {
+			refuse(s, REF_PER_CLIENT_ACCEPT);
+			return MHD_NO;
+		}
 	}
 	return MHD_YES;
 }
@@ -1560,7 +1832,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			return; /* no limits for this one; harmless */
 		k->fd = fi ? fi->connect_fd : -1;
 		k->cl = client_find(s, ai ? ai->client_addr : NULL, true);
-		if (k->cl && ++k->cl->count > s->max_per_client) {
+		if (k->cl)
+			k->cl->count++;
+		if (k->cl && client_open(k->cl) > s->max_per_client) {
 			k->over_limit = true;
 			refuse(s, REF_PER_CLIENT);
 			secs = PP_MIN(secs, OVER_LIMIT_HEADER_SECONDS);
@@ -1586,6 +1860,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (k->next)
 			k->next->prev = k->prev;
 		pthread_mutex_unlock(&s->conn_lock);
+		if (k->evicted)
+			k->cl->evicting--;
 		client_put(s, k->cl);
 		free(k);
 		*socket_context = NULL;
@@ -1702,6 +1978,9 @@ static void server_free(struct pp_http_server *s)
 		explicit_bzero(s->token, s->token_len);
 		free(s->token);
 	}
+	pthread_mutex_destroy(&s->host_lock);
+	free(s->own);
+	free(s->allowed_hosts);
 	free(s->title);
 	free(s);
 }
@@ -1813,6 +2092,7 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	s->stop_fd = s->wake_fd = s->epfd = -1;
 	pthread_mutex_init(&s->win_lock, NULL);
 	pthread_mutex_init(&s->conn_lock, NULL);
+	pthread_mutex_init(&s->host_lock, NULL);
 	pthread_mutex_init(&s->light.lock, NULL);
 	pthread_cond_init(&s->light.cond, NULL);
 	pthread_mutex_init(&s->heavy.lock, NULL);
@@ -1837,11 +2117,17 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	}
 	if (opts->index_title)
 		s->title = strdup(opts->index_title);
+	if (opts->allowed_hosts && *opts->allowed_hosts)
+		s->allowed_hosts = strdup(opts->allowed_hosts);
+	if (*host && pp_http__host_name(host, s->listen_host, sizeof(s->listen_host)) < 0)
+		s->listen_host[0] = '\0';
+	own_refresh(s, pp_now_mono_ns());
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if ((opts->token && *opts->token && !s->token) || (opts->index_title && !s->title) ||
-	    s->stop_fd < 0 || s->wake_fd < 0 || s->epfd < 0) {
+	    (opts->allowed_hosts && *opts->allowed_hosts && !s->allowed_hosts) || s->stop_fd < 0 ||
+	    s->wake_fd < 0 || s->epfd < 0) {
 		r = s->stop_fd < 0 || s->wake_fd < 0 || s->epfd < 0 ? errno : ENOMEM;
 		server_free(s);
 		errno = r;

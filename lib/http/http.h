@@ -90,7 +90,10 @@ struct pp_http_opts {
 	 * RLIMIT_NOFILE / 2.
 	 */
 	unsigned max_connections;
-	/* connections from one client address; the next ones are answered 429 */
+	/*
+	 * connections from one client address: a new one closes the oldest of
+	 * them waiting for headers; when all are busy, it is answered 429
+	 */
 	unsigned max_connections_per_client;
 	unsigned max_request_bytes; /* request body cap (413 above); sizes the header memory too */
 	unsigned timeout_seconds; /* idle connection timeout */
@@ -100,6 +103,14 @@ struct pp_http_opts {
 	unsigned max_window_seconds; /* /profile and delta windows above this -> 400 */
 	/* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
 	const char *token;
+	/*
+	 * Host header values accepted besides the built-in ones (loopback
+	 * names and addresses, the listen address, the machine's own
+	 * addresses and hostname): comma-separated names or addresses,
+	 * "*.example.com" for the names below example.com, "*" for any.
+	 * Others are answered 421 (DNS rebinding). NULL = none.
+	 */
+	const char *allowed_hosts;
 	const char *index_title; /* shown on the index page, e.g. the target name */
 };
 
@@ -141,5 +152,23 @@ int pp_http__query_get(const char *query, const char *name, char *buf, size_t n)
  * be NULL when *ret_n is 0). 0 or -ENOMEM.
  */
 int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, size_t *ret_n);
+
+/*
+ * The host of a Host header (or a listen or allow-list entry): port
+ * dropped, lowercased, one trailing dot dropped, IPv6 brackets and zone
+ * dropped ("[::1]:6060" -> "::1", "Example.COM.:80" -> "example.com").
+ * 0, -EINVAL (empty, malformed, bytes a host cannot hold), -ENAMETOOLONG.
+ */
+int pp_http__host_name(const char *hdr, char *buf, size_t n);
+/* An IPv4 (as IPv4-mapped IPv6) or IPv6 literal into ret; false if host is a name. */
+bool pp_http__host_addr(const char *host, unsigned char ret[16]);
+/* localhost, *.localhost, 127.0.0.0/8, ::1 (host as pp_http__host_name gives it). */
+bool pp_http__host_is_loopback(const char *host);
+/*
+ * Whether host (as pp_http__host_name gives it) is in a comma-separated
+ * allow-list: names compared without case, addresses by value,
+ * "*.example.com" matches the names below example.com, "*" anything.
+ */
+bool pp_http__host_listed(const char *list, const char *host);
 
 #endif

@@ -5,7 +5,9 @@
  * 64)); the profile kind names are in util/profkind.c. No I/O, no
  * logging; safe from any thread.
  */
+#include <arpa/inet.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http.h"
 
@@ -278,4 +280,139 @@ int pp_http__parse_symbol_request(const char *body, size_t len, uint64_t **ret, 
 	*ret = v;
 	*ret_n = n;
 	return 0;
+}
+
+/* A Host header's port: empty or decimal. */
+static bool port_ok(const char *s)
+{
+	unsigned p;
+
+	return !*s || parse_port(s, &p) == 0;
+}
+
+int pp_http__host_name(const char *hdr, char *buf, size_t n)
+{
+	const char *h = hdr, *end;
+	size_t hl;
+
+	if (!hdr || !buf || !n)
+		return -EINVAL;
+	if (h[0] == '[') {
+		/* "[v6]" or "[v6]:port"; a zone ("%25eth0") is dropped */
+		const char *close = strchr(h, ']');
+
+		if (!close || (close[1] && (close[1] != ':' || !port_ok(close + 2))))
+			return -EINVAL;
+		h++;
+		end = close;
+		for (const char *z = h; z < close; z++)
+			if (*z == '%') {
+				end = z;
+				break;
+			}
+	} else {
+		const char *colon = strchr(h, ':');
+
+		if (colon && (strchr(colon + 1, ':') || !port_ok(colon + 1)))
+			return -EINVAL; /* an IPv6 literal needs brackets */
+		end = colon ? colon : h + strlen(h);
+	}
+	hl = (size_t)(end - h);
+	if (hl && h[hl - 1] == '.' && hdr[0] != '[')
+		hl--; /* "localhost." is "localhost" */
+	if (!hl || h[hl - 1] == '.')
+		return -EINVAL; /* empty, or "a.." */
+	if (hl + 1 > n)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < hl; i++) {
+		unsigned char c = (unsigned char)h[i];
+
+		if (c <= ' ' || c >= 0x7f || c == '/' || c == '@' || c == '[' || c == ']' ||
+		    c == '\\' || c == '%' || c == ',')
+			return -EINVAL;
+		buf[i] = (char)(c >= 'A' && c <= 'Z' ? c + 'a' - 'A' : c);
+	}
+	buf[hl] = '\0';
+	if (hdr[0] == '[' && !pp_http__host_addr(buf, (unsigned char[16]){ 0 }))
+		return -EINVAL; /* brackets hold an IPv6 address */
+	return 0;
+}
+
+bool pp_http__host_addr(const char *host, unsigned char ret[16])
+{
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET6, host, ret) == 1)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) != 1)
+		return false;
+	/* as an IPv4-mapped IPv6 address */
+	memset(ret, 0, 10);
+	ret[10] = ret[11] = 0xff;
+	memcpy(ret + 12, &a4, 4);
+	return true;
+}
+
+bool pp_http__host_is_loopback(const char *host)
+{
+	unsigned char a[16];
+	size_t len = strlen(host);
+	static const char suffix[] = ".localhost";
+
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (len > sizeof(suffix) - 1 && strcmp(host + len - (sizeof(suffix) - 1), suffix) == 0)
+		return true;
+	if (!pp_http__host_addr(host, a))
+		return false;
+	if (IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a))
+		return true;
+	return IN6_IS_ADDR_V4MAPPED((struct in6_addr *)a) && a[12] == 127;
+}
+
+bool pp_http__host_listed(const char *list, const char *host)
+{
+	size_t hl = strlen(host);
+	unsigned char ha[16], pa[16];
+	bool is_addr = pp_http__host_addr(host, ha);
+
+	while (list && *list) {
+		const char *comma = strchr(list, ',');
+		size_t pl = comma ? (size_t)(comma - list) : strlen(list);
+		char pat[256], norm[256];
+
+		/* each entry as pp_http__host_name normalizes a Host */
+		while (pl && (*list == ' ' || *list == '\t')) {
+			list++;
+			pl--;
+		}
+		while (pl && (list[pl - 1] == ' ' || list[pl - 1] == '\t'))
+			pl--;
+		if (pl && pl < sizeof(pat)) {
+			memcpy(pat, list, pl);
+			pat[pl] = '\0';
+			if (strcmp(pat, "*") == 0)
+				return true;
+			if (pat[0] == '*' && pat[1] == '.') {
+				/* "*.example.com": a name below example.com, not itself */
+				size_t sl = pl - 1;
+
+				if (hl > sl && strcasecmp(host + hl - sl, pat + 1) == 0)
+					return true;
+			} else if (inet_pton(AF_INET6, pat, pa) == 1) {
+				/* an IPv6 address without brackets, as a Host cannot hold it */
+				if (is_addr && memcmp(ha, pa, 16) == 0)
+					return true;
+			} else if (pp_http__host_name(pat, norm, sizeof(norm)) == 0) {
+				if (is_addr && pp_http__host_addr(norm, pa)) {
+					if (memcmp(ha, pa, 16) == 0)
+						return true;
+				} else if (strcmp(norm, host) == 0) {
+					return true;
+				}
+			}
+		}
+		list = comma ? comma + 1 : NULL;
+	}
+	return false;
 }

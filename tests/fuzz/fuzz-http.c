@@ -2,7 +2,9 @@
 /*
  * The pure HTTP parsers on one input: pp_http__query_get (as a query
  * string, with fixed names and with a name taken from the input),
- * pp_http__parse_symbol_request (as a body) and pp_http__parse_listen.
+ * pp_http__parse_symbol_request (as a body), pp_http__parse_listen, and
+ * the Host checks (pp_http__host_name, then the loopback and allow-list
+ * tests on its result; "list\nhost" takes an allow-list from the input).
  */
 #include "fuzz.h"
 
@@ -71,6 +73,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = pp_http__parse_listen(s, host, 2, &port);
 	if (r == 0)
 		fuzz_check(memchr(host, '\0', 2) != NULL);
+
+	r = pp_http__host_name(s, host, sizeof(host));
+	fuzz_check(r == 0 || r == -EINVAL || r == -ENAMETOOLONG);
+	if (r == 0) {
+		unsigned char a[16];
+
+		fuzz_check(host[0] && memchr(host, '\0', sizeof(host)) != NULL);
+		for (const char *c = host; *c; c++)
+			fuzz_check((unsigned char)*c > ' ' && *c != '/' && (*c < 'A' || *c > 'Z'));
+		(void)pp_http__host_is_loopback(host);
+		(void)pp_http__host_addr(host, a);
+		fuzz_check(pp_http__host_listed("*", host));
+		fuzz_check(pp_http__host_listed(host, host));
+		fuzz_check(!pp_http__host_listed("", host));
+	}
+	if (nl) {
+		*nl = '\0';
+		if (pp_http__host_name(nl + 1, host, sizeof(host)) == 0)
+			(void)pp_http__host_listed(s, host);
+		*nl = '\n';
+	}
 
 	free(s);
 	return 0;

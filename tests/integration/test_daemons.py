@@ -306,7 +306,7 @@ def nginx_get(sock, path):
     s.settimeout(60)
     try:
         s.connect(sock)
-        s.sendall(b"GET %s HTTP/1.0\r\nHost: t\r\n\r\n" % path.encode())
+        s.sendall(b"GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" % path.encode())
         data = b""
         while True:
             b = s.recv(65536)

@@ -117,7 +117,7 @@ def test_short_requests_during_long_window():
     is tested by the other tests."""
     wl, pp = start()
     s = socket.create_connection(("127.0.0.1", pp.port))
-    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 1, "the CPU window to open")
     for path in ["/healthz", "/debug/pprof/heap", "/metrics", "/debug/pprof/goroutine"]:
         st, _, _ = pp.request(path, timeout=60)
@@ -131,7 +131,7 @@ def test_short_requests_during_long_window():
 def test_client_disconnect_ends_window():
     wl, pp = start()
     s = socket.create_connection(("127.0.0.1", pp.port))
-    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /debug/pprof/profile?seconds=120 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     # The server opens the window in its own time: wait for it, not a sleep.
     wait_for(lambda: pp.metrics().get("podprof_cpu_windows_open") == 1, "the window to open")
     s.close()

@@ -94,6 +94,7 @@ static void assert_config_equal(const struct pp_config *a, const struct pp_confi
 	assert_int_equal(a->http.max_request_bytes, b->http.max_request_bytes);
 	assert_int_equal(a->http.timeout_seconds, b->http.timeout_seconds);
 	assert_str_or_null(a->http.token_file, b->http.token_file);
+	assert_str_or_null(a->http.allowed_hosts, b->http.allowed_hosts);
 	assert_int_equal(a->limits.max_targets, b->limits.max_targets);
 	assert_int_equal(a->limits.max_stacks, b->limits.max_stacks);
 	assert_int_equal(a->limits.symbol_cache_bytes, b->limits.symbol_cache_bytes);
@@ -285,6 +286,11 @@ static const struct {
 	{ "limits: {symbol_cache_bytes: 1073741824}\n", "  symbol_cache_bytes: 1GiB\n" },
 	{ "http: {token_file: \"\"}\n", "  token_file: \"\"\n" },
 	{ "http: {token_file: ~}\n", "  token_file: \"\"\n" },
+	{ "http: {allowed_hosts: [podprof.example, \"*.svc.cluster.local\", \"[fd00::1]\"]}\n",
+	  "  allowed_hosts: \"podprof.example,*.svc.cluster.local,[fd00::1]\"\n" },
+	{ "http: {allowed_hosts: \"a.example, 10.0.0.1:6060\"}\n", "  allowed_hosts: \"a.example, "
+								   "10.0.0.1:6060\"\n" },
+	{ "http: {allowed_hosts: []}\n", "  allowed_hosts: \"\"\n" },
 	{ "targets: [{}]\n", "  - name: \"target-0\"\n" },
 	{ "targets: [{pid: 1, comm: ~}]\n", "    pid: 1\n" },
 	{ "targets: [{comm: \"a-very-long-pro*\"}]\n", "    comm: \"a-very-long-pro*\"\n" },
@@ -562,6 +568,14 @@ static const struct {
 	{ "cpu: {}\n---\nheap: {}\n", "x.yaml:2: syntax error: only one YAML document is allowed" },
 	{ "http: {token_file: \"a\\0b\"}\n", "x.yaml:1: http.token_file: value contains a NUL "
 					     "character" },
+	{ "http: {allowed_hosts: [a, {b: 1}]}\n", "x.yaml:1: http.allowed_hosts[1]: expected a "
+						  "host name" },
+	{ "http: {allowed_hosts: \"a,,b\"}\n", "x.yaml:1: http.allowed_hosts: empty host name in "
+					       "\"a,,b\"" },
+	{ "http: {allowed_hosts: \"evil/x\"}\n", "x.yaml:1: http.allowed_hosts: \"evil/x\" is not "
+						 "a host name, an address, \"*.domain\" or \"*\"" },
+	{ "http: {allowed_hosts: {a: 1}}\n", "x.yaml:1: http.allowed_hosts: expected a list of "
+					     "host names, got a mapping" },
 	{ "a: [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]\n", "x.yaml:1: "
 						      "a[0][0][0][0][0][0][0][0][0][0][0][0][0][0]["
 						      "0]: nested deeper than 16 levels" },
@@ -742,6 +756,12 @@ static const struct {
 	  "--set: heap.over_budget: \"stop\" is not one of: warn, pause, auto", false },
 	{ "http.token_file", "/t", "  token_file: \"/t\"\n", true },
 	{ "http.token_file", "", "  token_file: \"\"\n", true },
+	{ "http.allowed_hosts", "a.example,*.b.example",
+	  "  allowed_hosts: \"a.example,*.b.example\"\n", true },
+	{ "http.allowed_hosts", "a.*",
+	  "--set: http.allowed_hosts: \"a.*\" is not a host name, an "
+	  "address, \"*.domain\" or \"*\"",
+	  false },
 	{ "log.level", "debug", "  level: debug\n", true },
 	{ "log.format", "json", "  format: json\n", true },
 	{ "limits.symbol_cache_bytes", "1GiB", "  symbol_cache_bytes: 1GiB\n", true },
@@ -1050,7 +1070,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 47);
+	assert_int_equal(nkeys, 48);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);

@@ -248,12 +248,98 @@ static void test_symbol_cap(void **state)
 	free(body);
 }
 
+static void test_host_name(void **state)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: -EINVAL */
+	} cases[] = {
+		{ "localhost", "localhost" },
+		{ "LocalHost:6060", "localhost" },
+		{ "localhost.", "localhost" },
+		{ "example.com.:80", "example.com" },
+		{ "example.com:", "example.com" },
+		{ "10.1.2.3:6060", "10.1.2.3" },
+		{ "[::1]:6060", "::1" },
+		{ "[::1]", "::1" },
+		{ "[FE80::1%25eth0]:1", "fe80::1" },
+		{ "", NULL },
+		{ ":6060", NULL },
+		{ "::1", NULL },
+		{ "::1:6060", NULL },
+		{ "[::1", NULL },
+		{ "[:0:18]:80", NULL },
+		{ "[evil.example]", NULL },
+		{ "[::1]x", NULL },
+		{ "[::1]:x", NULL },
+		{ "a:b", NULL },
+		{ "a:99999", NULL },
+		{ "a b", NULL },
+		{ "a/b", NULL },
+		{ "user@a", NULL },
+		{ "a,b", NULL },
+		{ "a\\b", NULL },
+		{ "a\x80", NULL },
+		{ ".", NULL },
+		{ "a..", NULL },
+	};
+	char buf[64];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		int r = pp_http__host_name(cases[i].in, buf, sizeof(buf));
+
+		if (!cases[i].out) {
+			if (r != -EINVAL)
+				fail_msg("%s: %d, want -EINVAL", cases[i].in, r);
+			continue;
+		}
+		if (r != 0 || strcmp(buf, cases[i].out) != 0)
+			fail_msg("%s: %d %s, want %s", cases[i].in, r, r ? "" : buf, cases[i].out);
+	}
+	assert_int_equal(pp_http__host_name("abcdef", buf, 4), -ENAMETOOLONG);
+}
+
+static void test_host_checks(void **state)
+{
+	static const char *const loop[] = { "localhost",   "a.localhost", "127.0.0.1",
+					    "127.255.0.9", "::1",	  "::ffff:127.0.0.2" };
+	static const char *const not_loop[] = {
+		"localhost.evil.example", "evillocalhost", "128.0.0.1", "::2", "0.0.0.0",
+		"::ffff:10.0.0.1"
+	};
+	static const char *const list = " podprof.example , *.svc.example,[fd00::1]:80,10.0.0.7";
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(loop); i++)
+		if (!pp_http__host_is_loopback(loop[i]))
+			fail_msg("%s is loopback", loop[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(not_loop); i++)
+		if (pp_http__host_is_loopback(not_loop[i]))
+			fail_msg("%s is not loopback", not_loop[i]);
+	assert_true(pp_http__host_listed(list, "podprof.example"));
+	assert_true(pp_http__host_listed(list, "a.svc.example"));
+	assert_true(pp_http__host_listed(list, "a.b.svc.example"));
+	assert_false(pp_http__host_listed(list, "svc.example"));
+	assert_false(pp_http__host_listed(list, "evilsvc.example"));
+	assert_true(pp_http__host_listed(list, "fd00::1"));
+	assert_true(pp_http__host_listed(list, "fd00:0::1"));
+	assert_true(pp_http__host_listed(list, "10.0.0.7"));
+	assert_true(pp_http__host_listed(list, "::ffff:10.0.0.7"));
+	assert_false(pp_http__host_listed(list, "10.0.0.8"));
+	assert_false(pp_http__host_listed(list, "x.podprof.example"));
+	assert_false(pp_http__host_listed("", "a"));
+	assert_false(pp_http__host_listed(NULL, "a"));
+	assert_true(pp_http__host_listed("a,*", "zzz"));
+	assert_true(pp_http__host_listed("fd00::2", "fd00::2"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kind_names),   cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test(test_query_get),    cmocka_unit_test(test_symbol_words),
 		cmocka_unit_test(test_symbol_lists), cmocka_unit_test(test_symbol_cap),
+		cmocka_unit_test(test_host_name),    cmocka_unit_test(test_host_checks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -313,8 +313,8 @@ static void do_req(unsigned port, const char *method, const char *target, const 
 {
 	char req[8192];
 	int n = snprintf(req, sizeof(req),
-			 "%s %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n%s%s\r\n%s", method,
-			 target, headers ? headers : "", body ? "" : "", body ? body : "");
+			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s\r\n%s",
+			 method, target, headers ? headers : "", body ? "" : "", body ? body : "");
 
 	assert_true(n > 0 && (size_t)n < sizeof(req));
 	assert_int_equal(do_raw(port, req, (size_t)n, r), 0);
@@ -824,7 +824,8 @@ static void test_413(void **state)
 	req = malloc(9000);
 	assert_non_null(req);
 	reqlen = (size_t)snprintf(req, 9000,
-				  "POST /debug/pprof/symbol HTTP/1.1\r\nHost: t\r\nConnection: "
+				  "POST /debug/pprof/symbol HTTP/1.1\r\nHost: "
+				  "127.0.0.1\r\nConnection: "
 				  "close\r\nTransfer-Encoding: "
 				  "chunked\r\n\r\n1f40\r\n%s\r\n0\r\n\r\n",
 				  big);
@@ -837,7 +838,8 @@ static void test_413(void **state)
 	req = malloc(80000);
 	assert_non_null(req);
 	memset(big, 'a', 8000);
-	reqlen = (size_t)snprintf(req, 80000, "GET /debug/pprof/heap HTTP/1.1\r\nHost: t\r\n");
+	reqlen = (size_t)snprintf(req, 80000,
+				  "GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\n");
 	for (int i = 0; i < 8; i++)
 		reqlen += (size_t)snprintf(req + reqlen, 80000 - reqlen, "X-Pad%d: %s\r\n", i, big);
 	reqlen += (size_t)snprintf(req + reqlen, 80000 - reqlen, "\r\n");
@@ -869,7 +871,8 @@ static void *bg_get(void *arg)
 	struct bg *b = arg;
 	char req[512];
 	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", b->target);
+			 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+			 b->target);
 	int fd = connect_to(AF_INET, b->port);
 
 	if (fd >= 0 && send_all(fd, req, (size_t)n) == 0)
@@ -973,7 +976,7 @@ static void test_client_disconnect_releases(void **state)
 
 	for (int i = 0; i < 2; i++) {
 		char req[256];
-		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n",
+		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 				 targets[i]);
 		int fd = connect_to(AF_INET, f->port);
 
@@ -1085,7 +1088,8 @@ static void test_connection_limit(void **state)
 {
 	struct pp_http_server *s = start(NULL, 2, 4096);
 	unsigned port = pp_http_server__port(s);
-	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: "
+				  "close\r\n\r\n";
 	struct bg a = { .port = port, .target = "/debug/pprof/profile?seconds=2" };
 	struct bg b = { .port = port, .target = "/debug/pprof/profile?seconds=2" };
 	pthread_t ta, tb;
@@ -1161,7 +1165,7 @@ static void test_listen_addresses(void **state)
 	resp_free(&r);
 	fd = connect_to(AF_INET6, pp_http_server__port(s));
 	if (fd >= 0) { /* IPv6 may be disabled in the sandbox */
-		static const char q[] = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: "
+		static const char q[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: "
 					"close\r\n\r\n";
 		assert_int_equal(send_all(fd, q, sizeof(q) - 1), 0);
 		assert_int_equal(read_resp(fd, &r), 0);

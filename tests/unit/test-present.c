@@ -303,6 +303,81 @@ static void test_dump_text(void **state)
 	pp_buf_free(&o);
 }
 
+/* Whether text is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+static bool valid_utf8(const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+
+	while (*p) {
+		unsigned c = *p, cp, n;
+
+		if (c < 0x80) {
+			p++;
+			continue;
+		}
+		n = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+		if (c < 0xc2 || c > 0xf4)
+			return false;
+		cp = c & (0x3f >> n);
+		for (unsigned i = 1; i <= n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		p += n + 1;
+	}
+	return true;
+}
+
+/* Names a target chooses: /metrics stays valid UTF-8 exposition, a dump one line per entry. */
+static void test_hostile_names(void **state)
+{
+	static const char *const names[] = { "ab\xe2\x82", "\xff\n\"x", "\xed\xa0\x80z",
+					     "\xc0\xafok", "caf\xc3\xa9" };
+	struct pp_metrics m;
+	struct pp_present_target tv[2];
+	struct pp_http_collector cv[2];
+	struct pp_buf o = { .max = 1 << 20 };
+	struct pp_thread_snap t = { .tid = 7, .state = 'S', .captured = true };
+	struct pp_sym_frame fr = { .function = "f\nthread 9 \"forged\" [running]:",
+				   .file = "a\r.c" };
+	struct pp_sym_result res = { .frames = &fr, .n = 1 };
+	size_t lines = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		fill(&m, tv, cv);
+		snprintf(tv[0].comm, sizeof(tv[0].comm), "%s", names[i]);
+		pp_present__metrics(&m, &o);
+		assert_non_null(o.data);
+		check_exposition(o.data);
+		assert_true(valid_utf8(o.data));
+		pp_buf_reset(&o);
+	}
+	fill(&m, tv, cv);
+	snprintf(tv[0].comm, sizeof(tv[0].comm), "caf\xc3\xa9\xe2\x82");
+	pp_present__metrics(&m, &o);
+	assert_non_null(strstr(o.data, "comm=\"caf\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\"}"));
+	pp_buf_reset(&o);
+
+	snprintf(t.name, sizeof(t.name), "a\nthread 9 \"\xff");
+	pp_present__dump_process(&o, 42, "p\nprocess 1", "/x\n", 1);
+	pp_present__dump_thread(&o, &t);
+	pp_present__dump_frame(&o, 0x1234, &res, NULL);
+	assert_true(valid_utf8(o.data));
+	for (const char *c = o.data; *c; c++)
+		lines += *c == '\n';
+	/* process, blank, thread, function, file: each one line */
+	assert_int_equal(lines, 5);
+	assert_non_null(strstr(o.data, "process 42 (p\\nprocess 1) /x\\n: 1 threads\n"));
+	assert_non_null(strstr(o.data, "thread 7 \"a\\nthread 9 \\\"\\xff\" [sleeping"));
+	assert_non_null(strstr(o.data, "f\\nthread 9 \"forged\" [running]:(...)\n\ta\\r.c:0 "));
+	pp_buf_free(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_heap_comments),
 		cmocka_unit_test(test_cpu_comment),
 		cmocka_unit_test(test_dump_text),
+		cmocka_unit_test(test_hostile_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

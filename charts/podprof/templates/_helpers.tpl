@@ -171,6 +171,15 @@ Takes (dict "root" . "container" NAME). */}}
 {{- $_ := set $http "token_file" (printf "/etc/podprof-token/%s" $v.auth.secretKey) -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- end -}}
+{{- /* Clients of the Service send its name as Host: podprof answers 421 to names it does not know. */ -}}
+{{- if $v.service.enabled -}}
+{{- $http := deepCopy (default dict $cfg.http) -}}
+{{- $svc := include "podprof.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- $_ := set $http "allowed_hosts" (concat (default list $http.allowed_hosts) $names | uniq) -}}
+{{- $_ := set $cfg "http" $http -}}
+{{- end -}}
 {{- if include "podprof.preload" . -}}
 {{- $heap := deepCopy (default dict $cfg.heap) -}}
 {{- $_ := set $heap "agent_dir" (include "podprof.agentDir" .) -}}
