@@ -29,7 +29,7 @@ import time
 from harness import Podprof, Workload, check, log, run, wait_for
 
 TARGETS = {n: os.environ.get("WL_TRACEE_" + n.upper())
-           for n in ("eintr", "siginfo", "altstack", "seccomp_thread")}
+           for n in ("eintr", "siginfo", "altstack", "seccomp_thread", "rseq")}
 STORM = os.environ.get("WL_HEAP_STORM")
 MAX_SECS = "120"  # the targets' own limit: the test ends them with SIGTERM
 DUMP_SECS = 5.0  # thread dumps taken with the agent injected
@@ -237,6 +237,38 @@ def test_seccomp_late_tsync_only_podprof():
     what must not call mprotect; the log says which."""
     with_podprof("seccomp_thread", ("--late-tsync", str(LATE), "--no-worker"),
                  before_detach=late_filter)
+
+
+def test_rseq_alone():
+    alone("rseq", ())
+
+
+def test_rseq_podprof():
+    """A thread that lives inside an rseq critical section and allocates
+    between its passes: the injector must never run code in it while its
+    instruction pointer is inside the section (the kernel would then skip
+    the abort the section is owed, which the thread sees). Injection may
+    happen (a stop that lands between passes) or be refused for that
+    reason; the thread dumps stop it too (the kernel aborts the section on
+    resume: counted as aborts, not lost)."""
+    t = Target([TARGETS["rseq"], MAX_SECS])
+    pp = Podprof("--pid", str(t.pid), "--set", "heap.mode=inject", "--set",
+                 "offcpu.enabled=false", "--set", "cpu.enabled=false",
+                 "--set", "threads.min_interval_ms=0")
+    wait_for(lambda: heap_state(pp, t.pid) or "rseq critical section" in pp.log_text() or
+             not t.alive() or not pp.alive(), "podprof's heap line for pid %d" % t.pid,
+             timeout=60)
+    log("rseq: %s" % (heap_state(pp, t.pid) or
+                      [l for l in pp.log_text().splitlines() if "rseq" in l][:1]))
+    taken, errors = dumps(pp, t, DUMP_SECS)
+    check(t.alive(), "rseq target %s with podprof attached" % describe(t.wl.p.poll()))
+    check(not errors, "dump errors: %s" % errors[:3])
+    pp.stop()
+    time.sleep(0.5)
+    rc, res = t.finish()
+    log("rseq with podprof: %d dumps, target %s, %s" % (taken, describe(rc), res))
+    check(rc == 0 and res and bad_of(res) == 0, "rseq target reports: %s (%s)" %
+          (res, describe(rc)))
 
 
 def traced(pid):
