@@ -8,8 +8,10 @@ tests/workloads/tracee checks itself and ends with "RESULT calls=N bad=M
 works), then with podprof injected into it while the test takes thread
 dumps every ~150 ms, then podprof is stopped (detach) and the target is
 ended with SIGTERM. The verdict is the target's own: alive until the
-test ends it, RESULT with bad=0, exit 0; and podprof did not crash. No
-timing or count is asserted (the targets do not count lateness as bad).
+test ends it, RESULT with bad=0, exit 0; and podprof did not crash.
+Whether podprof injected or refused (with its reason) is logged, not
+asserted. No timing or count is asserted (the targets do not count
+lateness as bad).
 
 PP_TRACEE_STOPPER=inject runs podprof without the dumps, =dumps with the
 heap tracer off (only the thread dumps stop threads): to tell which
@@ -125,15 +127,16 @@ def with_podprof(name, args=(), before_detach=None):
     heap_set = "heap.enabled=false" if STOPPER == "dumps" else "heap.mode=inject"
     pp = Podprof("--pid", str(t.pid), "--set", heap_set, "--set", "offcpu.enabled=false",
                  "--set", "cpu.enabled=false", "--set", "threads.min_interval_ms=0")
-    log("%s: target pid %d, podprof pid %d, stoppers: %s" % (name, t.pid, pp.p.pid, STOPPER))
+    log("%s: target pid %d (its parent, this test: %d), podprof pid %d, stoppers: %s" %
+        (name, t.pid, os.getpid(), pp.p.pid, STOPPER))
     fails = []
     if STOPPER != "dumps":
         wait_for(lambda: heap_state(pp, t.pid) or not t.alive() or not pp.alive(),
                  "podprof's heap line for pid %d" % t.pid, timeout=60)
+        # Not asserted: injected, or refused with its reason (a stopper
+        # that declines a thread it must not stop is a fix, as for vfork).
         heap = heap_state(pp, t.pid)
         log("%s: %s" % (name, heap or "no heap line"))
-        if heap and "injected agent" not in heap:
-            fails.append("not injected: %s" % heap)
     if STOPPER == "inject":
         time.sleep(DUMP_SECS)
         taken, errors = 0, []

@@ -7,12 +7,16 @@
  * (SA_ONSTACK, every signal blocked), uses all of it but 3 KiB (a buffer
  * it fills, as a deep handler would) and stays in pause(). A checker
  * thread compares the two guarded regions with their pattern every
- * 100 us. Bad: a check that found a changed byte (a write below the
- * handler's stack pointer that its stack cannot hold lands there).
+ * 100 us, and without a pause while the main thread is in a stop (its
+ * state in /proc/self/task/TID/stat is t or T): a write that is undone
+ * before the thread resumes is seen too. Bad: a check that found a
+ * changed byte (a write below the handler's stack pointer that its stack
+ * cannot hold lands there).
  * calls = checks. A control thread waits for the end, a fourth thread
  * allocates.
  */
 #include <alloca.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include "tracee.h"
@@ -22,7 +26,7 @@
 #define LEFT 3072 /* stack the handler leaves free for pause() */
 
 static unsigned char *region, *ref;
-static uint64_t checks, bad; /* atomics */
+static uint64_t checks, bad, stopped_seen; /* atomics */
 static long first_off = 1; /* offset from the altstack's base of the first changed byte */
 static unsigned first_byte, first_want;
 static volatile unsigned long handler_sp_off; /* handler's buffer end - altstack base */
@@ -38,6 +42,9 @@ static void on_usr1(int sig)
 	memset(buf, 0x5a, use);
 	__asm__ volatile("" : : "r"(buf) : "memory");
 	handler_sp_off = (unsigned long)(buf - (region + GUARD));
+	/* set up: now the test may attach (write(2) is async-signal-safe) */
+	if (write(STDOUT_FILENO, "running\n", 8) != 8)
+		_exit(2);
 	for (;;)
 		pause(); /* every signal is blocked: never returns */
 }
@@ -67,11 +74,36 @@ static void check_once(void)
 		__atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
 }
 
+/* The main thread's state letter, '?' when unreadable. */
+static char main_state(int fd)
+{
+	char buf[256], *p;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
 static void *checker(void *arg)
 {
-	(void)arg;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)(intptr_t)arg);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	while (!tr_stop) {
+		char st = fd >= 0 ? main_state(fd) : '?';
+
 		check_once();
+		if (st == 't' || st == 'T') {
+			for (int i = 0; i < 64 && !tr_stop; i++)
+				check_once(); /* no pause while it is stopped */
+			__atomic_add_fetch(&stopped_seen, 1, __ATOMIC_RELAXED);
+			continue;
+		}
 		tr_sleep_us(100);
 	}
 	return NULL;
@@ -89,8 +121,10 @@ static void *control(void *arg)
 
 	tr_wait_end(e->start, e->secs, 0, NULL);
 	check_once();
-	snprintf(detail, sizeof(detail), "handler_buf_at=%lu first_off=%ld first_byte=%#x/%#x",
-		 handler_sp_off, first_off == 1 ? 0 : first_off, first_byte, first_want);
+	snprintf(detail, sizeof(detail),
+		 "handler_buf_at=%lu stops_seen=%llu first_off=%ld first_byte=%#x/%#x",
+		 handler_sp_off, (unsigned long long)stopped_seen, first_off == 1 ? 0 : first_off,
+		 first_byte, first_want);
 	tr_result(checks, bad, detail);
 }
 
@@ -125,13 +159,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	tr_block_term();
-	if (pthread_create(&t, NULL, control, &e) || pthread_create(&t, NULL, checker, NULL) ||
+	if (pthread_create(&t, NULL, control, &e) ||
+	    pthread_create(&t, NULL, checker, (void *)(intptr_t)getpid()) ||
 	    pthread_create(&t, NULL, tr_churn, (void *)1)) {
 		perror("pthread_create");
 		return 2;
 	}
-	printf("running\n");
-	fflush(stdout);
 	raise(SIGUSR1); /* the main thread stays in the handler until the end */
 	return 3;
 }

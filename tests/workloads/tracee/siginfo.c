@@ -4,12 +4,16 @@
  * the time on whichever thread:
  *   - a POSIX timer (SIGEV_SIGNAL, SIGRTMIN, sival_ptr = &magic) every 2 ms:
  *     si_code must be SI_TIMER and si_value.sival_ptr &magic;
+ *   - the same every 1 ms, per thread (SIGEV_THREAD_ID) for each sleeping
+ *     thread, so
+ *     whichever thread a stopper picks gets its own signals during its stop;
  *   - a forked child's sigqueue(parent, SIGRTMIN+1, 0x5eed) every 2 ms:
  *     si_code SI_QUEUE, si_value.sival_int 0x5eed, si_pid the child.
  * A ptrace stop that takes a signal and hands it back by number (detach or
  * restart with data = signo from any other stop) makes the kernel rebuild
  * the siginfo as SI_USER from the tracer: bad. Threads: 3 in nanosleep,
- * 2 in futex waits, one allocating, main in sigtimedwait. calls = signals
+ * 2 in futex waits, one allocating, main in sigtimedwait with the signals
+ * blocked (so the process's land on the other threads). calls = signals
  * handled; the counts are not checked (signals merge and queue), only the
  * siginfo of each.
  */
@@ -61,9 +65,32 @@ static void on_queue(int sig, siginfo_t *si, void *uc)
 	}
 }
 
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+/* A timer signalling the calling thread every 1 ms: a stop of ~1 ms of
+ * any of these threads finds a signal queued for it. */
+static void thread_timer(void)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_SIGNAL | SIGEV_THREAD_ID };
+	struct itimerspec its = { { 0, 1000000 }, { 0, 1000000 } };
+	timer_t timer;
+
+	sev.sigev_signo = SIGRTMIN;
+	sev.sigev_value.sival_ptr = &magic;
+	sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &timer) < 0 ||
+	    timer_settime(timer, 0, &its, NULL) < 0) {
+		perror("timer_create (thread)");
+		exit(2);
+	}
+}
+
 static void *sleeper(void *arg)
 {
 	(void)arg;
+	thread_timer();
 	while (!tr_stop)
 		tr_sleep_us(20000);
 	return NULL;
@@ -72,6 +99,7 @@ static void *sleeper(void *arg)
 static void *futex_waiter(void *arg)
 {
 	(void)arg;
+	thread_timer();
 	while (!tr_stop) {
 		struct timespec ts = { 0, 50000000 };
 
@@ -130,6 +158,7 @@ int main(int argc, char **argv)
 	/* the handler compares with child: blocked until it is set */
 	sigemptyset(&rt);
 	sigaddset(&rt, SIGRTMIN + 1);
+	sigaddset(&rt, SIGRTMIN);
 	pthread_sigmask(SIG_BLOCK, &rt, NULL);
 	child = fork();
 	if (child < 0) {
@@ -154,6 +183,7 @@ int main(int argc, char **argv)
 		perror("timer_create");
 		return 2;
 	}
+	pthread_sigmask(SIG_BLOCK, &rt, NULL); /* the main thread: none */
 	printf("running\n");
 	fflush(stdout);
 	tr_wait_end(start, secs, 0, NULL);
