@@ -262,7 +262,7 @@ def test_rseq_podprof():
              not t.alive() or not pp.alive(), "podprof's heap line for pid %d" % t.pid,
              timeout=60)
     log("rseq: %s" % (heap_state(pp, t.pid) or
-                      [l for l in pp.log_text().splitlines() if "rseq" in l][:1]))
+                      [l for l in pp.log_text().splitlines() if "critical section" in l][:1]))
     taken, errors = dumps(pp, t, DUMP_SECS)
     check(t.alive(), "rseq target %s with podprof attached" % describe(t.wl.p.poll()))
     check(not errors, "dump errors: %s" % errors[:3])
@@ -356,4 +356,4 @@ if __name__ == "__main__":
          test_altstack_alone, test_altstack_podprof, test_seccomp_thread_alone,
          test_seccomp_thread_podprof, test_seccomp_late_tsync_alone,
          test_seccomp_late_tsync_podprof, test_seccomp_late_tsync_only_podprof,
-         test_sigterm_cycles])
+         test_rseq_alone, test_rseq_podprof, test_sigterm_cycles])
