@@ -160,6 +160,23 @@ static int open_maps(pid_t pid)
 	return fd < 0 ? -errno : fd;
 }
 
+/* pid's soft RLIMIT_NOFILE, or -1 (unknown, unlimited). */
+static long nofile_soft(pid_t pid)
+{
+	char p[64], *text = NULL, *l;
+	size_t len = 0;
+	long v = -1;
+
+	snprintf(p, sizeof(p), "/proc/%d/limits", (int)pid);
+	if (pp_read_file(p, 1 << 16, &text, &len) < 0)
+		return -1;
+	l = strstr(text, "Max open files");
+	if (l && sscanf(l + 14, " %ld", &v) != 1)
+		v = -1;
+	free(text);
+	return v > 1 << 20 ? 1 << 20 : v;
+}
+
 /* The first of the descriptors 0, 1, 2 pid has closed, or -1. */
 static int std_fd_closed(pid_t pid)
 {
@@ -907,6 +924,20 @@ static int map_agent_stopped(void *p)
 		snprintf(reason, n, "memfd_create in the target failed: %s%s", strerror(-r),
 			 r == -EPERM || r == -ENOSYS ? " (seccomp?)" : "");
 		goto unmap;
+	}
+	/* The descriptor the agent keeps (a restarted podprof takes the
+	 * agent over through it) moves to the top of the process's range: its
+	 * own next open() gets the number it would have got without podprof. */
+	{
+		long hi = -1, lim = nofile_soft(inj->pid);
+
+		if (lim > 64 &&
+		    remote_syscall(&s, SYS_fcntl, (uint64_t)tfd, F_DUPFD_CLOEXEC,
+				   (uint64_t)(lim - 16), 0, 0, 0, &hi) == 0 &&
+		    hi >= lim - 16) {
+			remote_syscall(&s, SYS_close, (uint64_t)tfd, 0, 0, 0, 0, 0, &rr);
+			tfd = hi;
+		}
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%ld", (int)inj->pid, tfd);
 	fd = open(fdpath, O_RDWR | O_CLOEXEC);

@@ -102,6 +102,15 @@ def test_glibc_injected():
     log = pp.log_text()
     check("injected agent" in log, "not injected:\n" + log[-800:])
     check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    # The one descriptor the agent keeps sits at the top of the process's
+    # range (its own next open gets the number it would without podprof),
+    # and no scratch page is left behind (the agent's two mappings only).
+    with open("/proc/%d/limits" % wl.pid) as f:
+        soft = int(re.search(r"Max open files\s+(\d+)", f.read()).group(1))
+    fds = [int(fd) for fd in os.listdir("/proc/%d/fd" % wl.pid)
+           if "podprof-agent" in os.readlink("/proc/%d/fd/%s" % (wl.pid, fd))]
+    check(len(fds) == 1 and fds[0] >= soft - 16, "agent descriptors %s (soft limit %d)" %
+          (fds, soft))
     check(file_maps(wl.pid) == MAPS_BEFORE[wl.pid],
           "module mappings changed by the slot writes:\n%s\n%s" %
           (MAPS_BEFORE[wl.pid], file_maps(wl.pid)))
