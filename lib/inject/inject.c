@@ -765,10 +765,38 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
  * (the global definition); slots bound elsewhere (symbolic binding,
  * DEEPBIND, namespaces) or unbound lazy slots with no known target stay
  * unpatched. */
+static ssize_t module_of(const struct pp_inject *inj, const struct pp_maps *maps, uint64_t addr);
+
+/* The allocator's definitions (def[]) come from the first mapping of its
+ * file. With a second copy of it (a dlmopen() namespace with its own libc)
+ * that may be the other namespace's: move them to the copy the
+ * executable's bound slots point into (the executable is always in the
+ * first namespace), at the same offsets. */
+static void def_in_exe_namespace(struct pp_inject *inj, const struct pp_maps *maps)
+{
+	ssize_t used = -1;
+
+	for (size_t i = 0; i < inj->nslots && used < 0; i++)
+		if (inj->slots[i].orig && inj->mods[inj->slots[i].module].exe)
+			used = module_of(inj, maps, inj->slots[i].orig);
+	for (int fn = 0; used >= 0 && fn < PP_AG_NFN; fn++) {
+		ssize_t d = inj->def[fn] ? module_of(inj, maps, inj->def[fn]) : -1;
+		const struct module *a = &inj->mods[used];
+
+		if (d >= 0 && d != used && inj->mods[d].inode == a->inode &&
+		    inj->mods[d].dev_major == a->dev_major &&
+		    inj->mods[d].dev_minor == a->dev_minor)
+			inj->def[fn] = inj->def[fn] - inj->mods[d].start + a->start;
+	}
+}
+
 static void choose_real(struct pp_inject *inj)
 {
 	struct pp_maps maps = { 0 };
 	bool have_maps = pp_maps__read(inj->pid, &maps) == 0;
+
+	if (have_maps)
+		def_in_exe_namespace(inj, &maps);
 
 	for (int fn = 0; fn < PP_AG_NFN; fn++) {
 		uint64_t best = 0;

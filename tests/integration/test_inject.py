@@ -27,6 +27,7 @@ STACKS = os.environ.get("WL_HEAP_STACKS")
 VFORKER = os.environ.get("WL_HEAP_VFORKER")
 DEEPBIND = os.environ.get("WL_HEAP_DEEPBIND")
 OWNALLOC = os.environ.get("WL_HEAP_OWNALLOC")
+NSPLUG = os.environ.get("WL_HEAP_NSPLUG")
 DLSWAP = os.environ.get("WL_HEAP_DLSWAP")
 SWAPA = os.environ.get("WL_HEAP_SWAPA")
 SWAPB = os.environ.get("WL_HEAP_SWAPB")
@@ -728,10 +729,12 @@ def check_lazy_build(*paths):
               "%s is built with BIND_NOW:\n%s" % (p, d))
 
 
-def deepbind_run(attach):
-    """heap_deepbind (a plugin with its own malloc, dlopen()ed with
-    RTLD_DEEPBIND before podprof) with or without podprof; its result line."""
-    wl = Workload([DEEPBIND, OWNALLOC])
+def deepbind_run(attach, argv):
+    """heap_deepbind (a plugin with its own malloc dlopen()ed with
+    RTLD_DEEPBIND, or one using the libc of its dlmopen() namespace, loaded
+    before podprof) with or without podprof; its result line."""
+    plugin = os.path.basename(argv[0])
+    wl = Workload([DEEPBIND] + argv)
     check(wl.first_line == "running", "deepbind said %r" % wl.first_line)
     pp = None
     if attach:
@@ -757,7 +760,10 @@ def deepbind_run(attach):
         # bound ones point to its own allocator, its lazy ones would bind
         # there), and they are counted as left alone
         check("heap_deepbind:" in com[0], "executable not redirected: %s" % com[0])
-        check("libownalloc.so" not in com[0], "plugin slots redirected: %s" % com[0])
+        check(plugin not in com[0], "plugin slots redirected: %s" % com[0])
+        # one libc.so.6 (the first namespace's): the other one's slots
+        # are bound to, or would bind to, its own malloc
+        check(com[0].count("libc.so.6:") <= 1, "second libc redirected: %s" % com[0])
         g = re.search(r"(\d+) left alone", com[0])
         check(g and int(g.group(1)) >= 2, "plugin's lazy slots not counted: %s" % com[0])
         pp.stop()
@@ -782,8 +788,20 @@ def test_deepbind_own_allocator():
     if not DEEPBIND:
         raise Skip("deepbind workload not built")
     check_lazy_build(DEEPBIND, OWNALLOC)
-    print("without podprof: %s" % deepbind_run(False))
-    print("with podprof: %s" % deepbind_run(True))
+    print("without podprof: %s" % deepbind_run(False, [OWNALLOC]))
+    print("with podprof: %s" % deepbind_run(True, [OWNALLOC]))
+
+
+def test_dlmopen_namespace():
+    """A plugin in a dlmopen() namespace binds to that namespace's libc
+    (a second libc.so.6 mapped): its lazy slots are left alone too. Sent
+    to the first libc's calloc, a block would reach the second libc's
+    free."""
+    if not NSPLUG:
+        raise Skip("deepbind workload not built")
+    check_lazy_build(DEEPBIND, NSPLUG)
+    print("without podprof: %s" % deepbind_run(False, [NSPLUG, "dlmopen"]))
+    print("with podprof: %s" % deepbind_run(True, [NSPLUG, "dlmopen"]))
 
 
 def test_dlswap_same_address():
@@ -834,5 +852,6 @@ if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed, test_vfork_refused,
          test_address_space_limit, test_memory_cgroup_limit,
-         test_storm_attach_detach, test_deepbind_own_allocator, test_dlswap_same_address,
+         test_storm_attach_detach, test_deepbind_own_allocator, test_dlmopen_namespace,
+         test_dlswap_same_address,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])

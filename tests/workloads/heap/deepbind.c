@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * deepbind PLUGIN: dlopen()s PLUGIN (ownalloc.c) with RTLD_DEEPBIND |
- * RTLD_LAZY and calls its plug_work() in a loop, with glibc allocations of
- * its own in between. Until the first SIGUSR1 the plugin uses malloc and
- * free only; after it, also calloc and realloc, whose PLT slots were never
- * bound (lazy) when the signal came. Every round's checksum is recomputed
- * without the heap. Prints "running"; on SIGUSR1 prints "lazy"; on SIGTERM
- * prints "ok <rounds> <lazy rounds>" (exit 0) or "MISMATCH" (exit 3). A
- * block given to the wrong allocator aborts (SIGABRT).
+ * deepbind PLUGIN [dlmopen]: dlopen()s PLUGIN (ownalloc.c) with
+ * RTLD_DEEPBIND | RTLD_LAZY (or, with "dlmopen", loads it with RTLD_LAZY
+ * into a new link-map namespace, with a libc of its own) and calls its
+ * plug_work() in a loop, with glibc allocations of its own in between.
+ * Until the first SIGUSR1 the plugin uses malloc and free only; after it,
+ * also calloc and realloc, whose PLT slots were never bound (lazy) when
+ * the signal came. Every round's checksum is recomputed without the heap.
+ * Prints "running"; on SIGUSR1 prints "lazy"; on SIGTERM prints "ok
+ * <rounds> <lazy rounds>" (exit 0) or "MISMATCH" (exit 3). A block given
+ * to the wrong allocator aborts (SIGABRT).
  */
 #include <dlfcn.h>
 #include <signal.h>
@@ -51,7 +53,9 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		return 2;
-	void *h = dlopen(argv[1], RTLD_DEEPBIND | RTLD_LAZY);
+	void *h = argc > 2 && strcmp(argv[2], "dlmopen") == 0
+			  ? dlmopen(LM_ID_NEWLM, argv[1], RTLD_LAZY)
+			  : dlopen(argv[1], RTLD_DEEPBIND | RTLD_LAZY);
 	if (!h) {
 		fprintf(stderr, "dlopen: %s\n", dlerror());
 		return 1;

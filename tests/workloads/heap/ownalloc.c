@@ -7,6 +7,8 @@
  * allocator did not hand out. Built without -z now: its calls to these
  * names go through lazily bound PLT slots, which DEEPBIND binds to these
  * definitions. Not thread-safe (deepbind.c calls it from one thread).
+ * Built with -DUSE_LIBC it defines no allocator (plug_work then uses its
+ * namespace's libc: deepbind.c loads that build with dlmopen()).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -18,11 +20,14 @@
 #define MAGIC 0x6f776e616c6c6f63ull /* "ownalloc" */
 #define FREED 0x6465656672656564ull
 
+uint64_t plug_work(uint64_t seed, int lazy);
+
 struct hdr {
 	uint64_t magic;
 	size_t size;
 };
 
+#ifndef USE_LIBC
 static unsigned char *arena;
 static size_t top, live;
 
@@ -30,7 +35,6 @@ void *malloc(size_t n);
 void *calloc(size_t k, size_t n);
 void *realloc(void *p, size_t n);
 void free(void *p);
-uint64_t plug_work(uint64_t seed, int lazy);
 
 void *malloc(size_t n)
 {
@@ -97,6 +101,12 @@ void *realloc(void *p, size_t n)
 	}
 	return q;
 }
+#else
+static void *own(void *p)
+{
+	return p;
+}
+#endif
 
 /* One round: blocks from malloc (and, with lazy set, calloc and realloc:
  * names not called before), filled, checked and freed; a checksum of
