@@ -56,7 +56,7 @@ struct module {
 	char name[64];
 	unsigned nslots;
 	bool scanned;
-	/* How the loader may bind this module's lazy slots (lazy_elsewhere) */
+	/* How the loader may bind this module's lazy slots (drop_lazy_elsewhere) */
 	bool exe; /* the executable */
 	bool symbolic; /* DT_SYMBOLIC / DF_SYMBOLIC: its own definitions first */
 	uint64_t defines; /* bit per enum pp_agent_fn it defines (.dynsym) */
@@ -412,7 +412,7 @@ static int module_bias(Elf *elf, const struct pp_map *m, uint64_t *ret)
 }
 
 /* The dynamic section's names and flags that decide where the loader may
- * bind the module's symbols (see lazy_elsewhere): DT_NEEDED, DT_SONAME,
+ * bind the module's symbols (see drop_lazy_elsewhere): DT_NEEDED, DT_SONAME,
  * DT_SYMBOLIC. At most 64 KiB of needed names. */
 static int read_dynamic(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct module *info)
 {
