@@ -525,9 +525,9 @@ void pp_present__heap_comments(const struct pp_heap_comment_stats *s, char ***re
 					t->pid, ht->agent_reused ? ", reused" : "");
 		else if (ht->injected)
 			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
-					"modules (%s), pause %.2f ms",
+					"modules (%s), %u left alone, pause %.2f ms",
 					t->pid, ht->agent_reused ? " reused" : "", ht->inject_slots,
-					ht->inject_modules, ht->coverage,
+					ht->inject_modules, ht->coverage, ht->inject_skipped,
 					(double)ht->inject_pause_ns / 1e6);
 		else if (ht->allocator[0])
 			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", t->pid,
