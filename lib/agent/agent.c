@@ -2284,6 +2284,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->symiso_requests = is.requests;
 	m->symiso_requests_lost = is.requests_refused;
 	m->symiso_idle_ends = is.idle_ends;
+	m->symiso_opens_refused = is.opens_refused;
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
 	m->open_budget = pp_open_budget__hits();

@@ -47,15 +47,13 @@
 #define STR_NULL 0xffffffffu
 
 enum msg_type {
-	M_RESOLVE = 0x52534c31, /* podprof -> helper */
-	M_JIT,
-	M_OPEN, /* helper -> podprof: open a file for me */
-	M_OPEN_REPLY, /* podprof -> helper: err, fd in SCM_RIGHTS when 0 */
-	M_RESULT, /* helper -> podprof */
-	M_READY, /* helper -> podprof: confined, serving */
+	M_RESOLVE = PP_SYMISO_M_RESOLVE,
+	M_JIT = PP_SYMISO_M_JIT,
+	M_OPEN = PP_SYMISO_M_OPEN,
+	M_OPEN_REPLY = PP_SYMISO_M_OPEN_REPLY,
+	M_RESULT = PP_SYMISO_M_RESULT,
+	M_READY = PP_SYMISO_M_READY,
 };
-
-enum open_kind { OPEN_MAPPED = 1, OPEN_ROOT, OPEN_PERF_MAP };
 
 #define RES_HAS_FUNCTION 1u
 #define RES_HAS_FILE 2u
@@ -425,38 +423,58 @@ static int helper_ask(struct helper *h, struct wr *w)
 	return err == 0 ? fd : (err < 0 ? err : -EIO);
 }
 
+/*
+ * The helper names what it wants, never where it is: podprof derives the
+ * file from the request it is serving (the pid and map are not sent).
+ */
 static int helper_open_mapped(void *ctx, pid_t pid, const struct pp_map *m)
 {
 	struct helper *h = ctx;
-	uint8_t b[PATH_MAX + 128];
+	uint8_t b[16];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid, (void)m;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_MAPPED);
-	put32(&w, (uint32_t)pid);
-	put_map(&w, m);
+	put32(&w, PP_SYMISO_OPEN_MAPPED);
 	return helper_ask(h, &w);
 }
 
-static int helper_open_in_root(void *ctx, pid_t pid, const char *path)
+static int helper_open_debug_id(void *ctx, pid_t pid, const uint8_t *id, size_t id_len)
 {
 	struct helper *h = ctx;
-	uint8_t b[PATH_MAX + 64];
+	uint8_t b[16 + PP_BUILD_ID_MAX];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid;
+	if (id_len > PP_BUILD_ID_MAX)
+		return -ENOENT;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_ROOT);
-	put32(&w, (uint32_t)pid);
-	put_str(&w, path, PATH_MAX);
+	put32(&w, PP_SYMISO_OPEN_DEBUG_ID);
+	put32(&w, (uint32_t)id_len);
+	put(&w, id, id_len);
+	return helper_ask(h, &w);
+}
+
+static int helper_open_debuglink(void *ctx, pid_t pid, const char *mapped_path, const char *name,
+				 unsigned cand)
+{
+	struct helper *h = ctx;
+	uint8_t b[32 + 256];
+	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid, (void)mapped_path;
+	put32(&w, M_OPEN);
+	put32(&w, PP_SYMISO_OPEN_DEBUGLINK);
+	put32(&w, cand);
+	put_str(&w, name, 255);
 	return helper_ask(h, &w);
 }
 
 static int helper_open_perf_map(void *ctx, pid_t pid)
 {
 	struct helper *h = ctx;
-	uint8_t b[64];
+	uint8_t b[16];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_PERF_MAP);
-	put32(&w, (uint32_t)pid);
+	put32(&w, PP_SYMISO_OPEN_PERF_MAP);
 	return helper_ask(h, &w);
 }
 
@@ -701,7 +719,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 		return 2;
 	static const struct pp_sym_opener opener = {
 		.open_mapped = helper_open_mapped,
-		.open_in_root = helper_open_in_root,
+		.open_debug_id = helper_open_debug_id,
+		.open_debuglink = helper_open_debuglink,
 		.open_perf_map = helper_open_perf_map,
 		.ctx = &h,
 	};
@@ -948,38 +967,69 @@ static void refuse(struct pp_symiso *s, const struct refkey *k)
 	s->refused[s->n_refused++] = *k;
 }
 
-/* Lock held: open what the helper asks for, within what this request allows. */
-static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, pid_t req_pid)
+/* What podprof knows of the request it is serving; the only source of paths. */
+struct req {
+	pid_t pid;
+	const struct pp_map *m; /* NULL for a perf map request */
+};
+
+/* What the helper asks for, derived from req. fd or -errno (any reason). */
+static int derive_open(const struct req *q, struct rd *r)
+{
+	uint32_t kind = get32(r);
+
+	if (r->bad || q->pid <= 0)
+		return -ENOENT;
+	switch (kind) {
+	case PP_SYMISO_OPEN_MAPPED:
+		if (r->left || !q->m)
+			return -ENOENT;
+		return pp_proc__open_mapped(q->pid, q->m);
+	case PP_SYMISO_OPEN_DEBUG_ID: {
+		uint8_t id[PP_BUILD_ID_MAX];
+		uint32_t n = get32(r);
+		if (r->bad || n == 0 || n > PP_BUILD_ID_MAX || n != r->left || !q->m)
+			return -ENOENT;
+		get(r, id, n);
+		/* any build id: the file opened must carry it (the dwz common file
+		 * has its own), and only .build-id paths are built */
+		return pp_sym__open_debug_id_direct(q->pid, id, n);
+	}
+	case PP_SYMISO_OPEN_DEBUGLINK: {
+		uint32_t cand = get32(r);
+		char *name;
+		get_str(r, 255, &name);
+		int fd = -ENOENT;
+		if (!r->bad && !r->left && q->m && q->m->path && pp_sym__debuglink_name_ok(name))
+			fd = pp_sym__open_debuglink_direct(q->pid, q->m->path, name, cand);
+		free(name);
+		return fd;
+	}
+	case PP_SYMISO_OPEN_PERF_MAP:
+		if (r->left)
+			return -ENOENT;
+		return pp_sym__open_perf_map_direct(q->pid);
+	default:
+		return -ENOENT;
+	}
+}
+
+/*
+ * Lock held: open what the helper asks for, derived from the request being
+ * served. Whatever the reason (refused, malformed, missing, not the mapped
+ * inode, not a regular file) the answer is the same -ENOENT: no oracle.
+ */
+static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, const struct req *q)
 {
 	struct rd r = { .p = b, .left = len };
 	get32(&r);
-	uint32_t kind = get32(&r);
-	pid_t pid = (pid_t)get32(&r);
-	int fd = -EPERM;
-
-	if (kind == OPEN_MAPPED) {
-		struct pp_map m;
-		get_map(&r, &m);
-		if (!r.bad && !r.left && pid == req_pid && req_pid > 0 && m.path && !m.special)
-			fd = pp_proc__open_mapped(pid, &m);
-		free(m.path);
-	} else if (kind == OPEN_ROOT) {
-		char *path;
-		get_str(&r, PATH_MAX - 1, &path);
-		/* the request's root, or podprof's own debug files */
-		if (!r.bad && !r.left && path &&
-		    ((pid == req_pid && req_pid > 0) ||
-		     (pid == 0 && !strncmp(path, "/usr/lib/debug/", 15) && !strstr(path, "/../"))))
-			fd = pp_sym__open_in_root_direct(pid, path);
-		free(path);
-	} else if (kind == OPEN_PERF_MAP) {
-		if (!r.bad && !r.left && pid == req_pid && req_pid > 0)
-			fd = pp_sym__open_perf_map_direct(pid);
-	}
+	int fd = derive_open(q, &r);
+	if (fd < 0)
+		s->st.opens_refused++;
 	uint8_t rb[8];
 	struct wr w = { .p = rb, .cap = sizeof(rb) };
 	put32(&w, M_OPEN_REPLY);
-	put32(&w, (uint32_t)(fd >= 0 ? 0 : fd));
+	put32(&w, (uint32_t)(fd >= 0 ? 0 : -ENOENT));
 	int e = send_msg(s->fd, rb, w.len, fd, MSG_DONTWAIT);
 	if (fd >= 0)
 		close(fd);
@@ -987,7 +1037,7 @@ static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, pid_t r
 }
 
 /* Lock held: one request (buf[0..len)), answered into ret. */
-static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct refkey *key,
+static int call(struct pp_symiso *s, size_t len, const struct req *q, const struct refkey *key,
 		struct pp_sym_result *ret)
 {
 	uint64_t timeout_ns =
@@ -1040,7 +1090,7 @@ static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct ref
 		if (n >= 4)
 			memcpy(&type, rb, 4);
 		if (n > 0 && type == M_OPEN && opens++ < MAX_OPENS_PER_REQUEST) {
-			if (serve_open(s, rb, (size_t)n, req_pid) == 0)
+			if (serve_open(s, rb, (size_t)n, q) == 0)
 				continue;
 		} else if (n > 0 && type == M_RESULT) {
 			int rc;
@@ -1105,9 +1155,10 @@ int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
 		put_map(&w, m);
 		put32(&w, (uint32_t)build_id_len);
 		put(&w, build_id, build_id_len);
-		r = w.bad ? -ENAMETOOLONG : call(s, w.len, pid, &k, ret);
+		struct req q = { .pid = pid, .m = m };
+		r = w.bad ? -ENAMETOOLONG : call(s, w.len, &q, &k, ret);
 		if (r == -ECONNRESET)
-			r = call(s, w.len, pid, &k, ret);
+			r = call(s, w.len, &q, &k, ret);
 	}
 	bool lost = r == -EPERM || r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET;
 	if (lost)
@@ -1136,9 +1187,10 @@ int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr, struct
 		put32(&w, M_JIT);
 		put32(&w, (uint32_t)pid);
 		put64(&w, addr);
-		r = call(s, w.len, pid, &k, ret);
+		struct req q = { .pid = pid };
+		r = call(s, w.len, &q, &k, ret);
 		if (r == -ECONNRESET)
-			r = call(s, w.len, pid, &k, ret);
+			r = call(s, w.len, &q, &k, ret);
 		if (r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET)
 			s->st.requests_refused++;
 	}

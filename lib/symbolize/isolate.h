@@ -100,10 +100,39 @@ struct pp_symiso_stats {
 	uint64_t requests_refused; /* requests answered without the helper (refused file, backoff) */
 	uint64_t recycled; /* helpers that restarted themselves at half their CPU budget */
 	uint64_t idle_ends; /* helpers ended after idle_seconds without a request */
+	uint64_t opens_refused; /* files the helper asked for that podprof did not pass */
 	struct pp_symbolizer_stats sym; /* the helpers' symbolizers, summed over restarts */
 };
 /* As of the last request or check: never waits for a request under way. */
 void pp_symiso__stats(struct pp_symiso *s, struct pp_symiso_stats *ret);
+
+/*
+ * Wire format, exposed for tests that play a hostile helper: u32 fields in
+ * native byte order, strings as u32 length + bytes.
+ * - podprof -> helper: M_RESOLVE pid addr(u64) map build_id_len build_id;
+ *   M_JIT pid addr(u64).
+ * - helper -> podprof: M_READY once; M_OPEN kind [args] (any number, up to
+ *   a cap per request), answered by M_OPEN_REPLY err with the fd in
+ *   SCM_RIGHTS when err is 0 and -ENOENT for every failure; M_RESULT
+ *   (pp_symiso__encode_result) ends the request.
+ * The kinds carry no path, pid, device or inode: OPEN_MAPPED (nothing),
+ * OPEN_DEBUG_ID (u32 len, the build id), OPEN_DEBUGLINK (u32 candidate,
+ * string name), OPEN_PERF_MAP (nothing). Kind 2 (a path) is retired.
+ */
+enum {
+	PP_SYMISO_M_RESOLVE = 0x52534c31,
+	PP_SYMISO_M_JIT,
+	PP_SYMISO_M_OPEN,
+	PP_SYMISO_M_OPEN_REPLY,
+	PP_SYMISO_M_RESULT,
+	PP_SYMISO_M_READY,
+};
+enum {
+	PP_SYMISO_OPEN_MAPPED = 1,
+	PP_SYMISO_OPEN_PERF_MAP = 3,
+	PP_SYMISO_OPEN_DEBUG_ID,
+	PP_SYMISO_OPEN_DEBUGLINK,
+};
 
 /* The helper's main: argv[1] is PP_SYMISO_HELPER_ARG. Returns an exit code. */
 int pp_symiso__helper_main(int argc, char **argv);

@@ -379,7 +379,7 @@ static void test_bind_mount_namespace(void **state)
 		skip();
 		return;
 	}
-	char target[160], buf[4200];
+	char target[160], buf[4200], out[4200]; /* buf holds m.path */
 	struct pp_map m;
 	snprintf(target, sizeof(target), "%s/target", c.dir);
 	assert_true(find_map(c.pid, path_is, target, &m, buf, sizeof(buf)));
@@ -400,7 +400,7 @@ static void test_bind_mount_namespace(void **state)
 	assert_int_equal(fd_first_byte(fd), 'B');
 	close(fd);
 	assert_int_equal(
-		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, out, sizeof(out)), 0);
 
 	/* A maps entry claiming the inode podprof sees at that path is refused. */
 	struct pp_map wrong = m;
@@ -423,7 +423,7 @@ static void overlay_case(enum ns_kind kind)
 		skip();
 		return;
 	}
-	char target[160], buf[4200];
+	char target[160], buf[4200], out[4200]; /* buf holds m.path */
 	struct pp_map m;
 	snprintf(target, sizeof(target), "%s/merged/target", c.dir);
 	if (!find_map(c.pid, path_is, target, &m, buf, sizeof(buf))) {
@@ -441,7 +441,7 @@ static void overlay_case(enum ns_kind kind)
 	assert_true(fd >= 0);
 	assert_int_equal(fd_first_byte(fd), 'L');
 	close(fd);
-	assert_int_equal(pp_proc__mapped_path(c.pid, &m, buf, sizeof(buf)), 0);
+	assert_int_equal(pp_proc__mapped_path(c.pid, &m, out, sizeof(out)), 0);
 
 	/* Root fallback: stat shows the overlay's device, but the mapped inode is verified. */
 	struct stat st;
@@ -457,7 +457,7 @@ static void overlay_case(enum ns_kind kind)
 	assert_int_equal(fd_first_byte(fd), 'L');
 	close(fd);
 	assert_int_equal(
-		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, out, sizeof(out)), 0);
 	struct pp_map wrong = m;
 	wrong.inode = ino_of(c.dir, "other");
 	assert_int_equal(pp_proc__open_mapped_ex(c.pid, &wrong, PP_RESOLVE_NO_MAP_FILES), -ESTALE);
