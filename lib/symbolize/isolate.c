@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <dirent.h>
 #include <unistd.h>
 
@@ -45,6 +46,8 @@
 #define HEALTHY_NS 60000000000ull /* a helper that ran this long restarts at once */
 #define EXIT_RECYCLE 3 /* the helper used half its CPU budget and left */
 #define STR_NULL 0xffffffffu
+#define N_ARGS 7 /* the helper's arguments after PP_SYMISO_HELPER_ARG */
+#define READY_OWN_UID 1u /* M_READY flags: it runs as helper_uid */
 
 enum msg_type {
 	M_RESOLVE = PP_SYMISO_M_RESOLVE,
@@ -559,15 +562,43 @@ static int install_seccomp(void)
 #endif
 }
 
-/* Every capability gone (the bounding set only where CAP_SETPCAP allows). */
-static int drop_caps(void)
+/*
+ * Every capability gone (the bounding set only where CAP_SETPCAP allows),
+ * and, between the bounding set (which needs CAP_SETPCAP) and the rest
+ * (which a change of uid clears anyway), the real and effective uid and
+ * every gid set to uid (no supplementary groups). *ret_own_uid: whether the ids
+ * changed (it takes CAP_SETUID and CAP_SETGID, and uid mapped in podprof's
+ * user namespace); without them the helper stays podprof's uid, and only
+ * non-dumpable.
+ */
+static int drop_privileges(uint32_t uid, bool *ret_own_uid)
 {
+	*ret_own_uid = false;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	for (int c = 0; c < 64; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno == EINVAL)
 			break;
+	if (uid) {
+		/*
+		 * gid first: setresgid needs the CAP_SETGID that setresuid drops.
+		 * The saved uid stays podprof's: podprof (which keeps no CAP_KILL)
+		 * can still kill a helper that hangs, as can any process of
+		 * podprof's uid (a denial of names, nothing more). ptrace,
+		 * pidfd_getfd and /proc/PID/{root,fd,mem} need the caller's uid
+		 * to equal all three, and a non-dumpable target besides. The
+		 * seccomp filter keeps the helper from taking the saved uid back.
+		 */
+		uid_t saved = getuid();
+		bool ok = (setgroups(0, NULL) == 0 || errno == EPERM) &&
+			  setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) == 0 &&
+			  setresuid((uid_t)uid, (uid_t)uid, saved) == 0;
+		uid_t r, e, sv;
+		*ret_own_uid = ok && getresuid(&r, &e, &sv) == 0 && r == uid && e == uid;
+		/* a change of credentials sets dumpable to fs.suid_dumpable: again */
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	}
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof(data));
@@ -681,13 +712,22 @@ static void helper_serve(struct helper *h, uint64_t cpu_seconds)
 int pp_symiso__helper_main(int argc, char **argv)
 {
 	static struct helper h;
-	uint64_t v[6] = { 0 };
+	uint64_t v[N_ARGS] = { 0 };
 
-	if (argc != 8 || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
+	/*
+	 * Before anything else: while dumpable, a process of the same uid
+	 * could read its memory, take its socket (pidfd_getfd) or walk
+	 * /proc/PID/root and /proc/PID/fd. (Until drop_privileges it is
+	 * protected by podprof's capabilities, which the application lacks.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (argc != 2 + N_ARGS || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
 		return 2;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < N_ARGS; i++)
 		if (pp_parse_u64(argv[2 + i], 10, 0, UINT64_MAX, &v[i]) < 0)
 			return 2;
+	if (v[6] > UINT32_MAX - 1)
+		return 2;
 	uint64_t memory_mib = v[0], cpu_seconds = v[1];
 	pp_log_setup((enum pp_log_level)PP_MIN(v[4], (uint64_t)PP_LOG_DEBUG),
 		     v[5] ? PP_LOG_JSON : PP_LOG_TEXT);
@@ -697,7 +737,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 	if (fstat(HELPER_FD, &sb) < 0 || !S_ISSOCK(sb.st_mode))
 		return 2;
 	close_inherited();
-	int r = drop_caps();
+	bool own_uid;
+	int r = drop_privileges((uint32_t)v[6], &own_uid);
 	if (r < 0) {
 		pp_dbg("symbolizer helper: cannot drop capabilities: %s", strerror(-r));
 		return 2;
@@ -732,8 +773,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 		pp_dbg("symbolizer helper: cannot install the seccomp filter: %s", strerror(-r));
 		return 2;
 	}
-	uint32_t ready = M_READY;
-	if (send_msg(HELPER_FD, &ready, sizeof(ready), -1, 0) < 0)
+	uint32_t ready[2] = { M_READY, own_uid ? READY_OWN_UID : 0 };
+	if (send_msg(HELPER_FD, ready, sizeof(ready), -1, 0) < 0)
 		_exit(1);
 	helper_serve(&h, cpu_seconds);
 	/* _exit: no atexit work (and no leak check) past the filter */
@@ -753,7 +794,7 @@ struct refkey {
 struct pp_symiso {
 	pthread_mutex_t lock;
 	struct pp_symiso_opts o;
-	char args[6][24];
+	char args[N_ARGS][24];
 	int fd;
 	_Atomic pid_t pid;
 	uint64_t started_ns, next_spawn_ns, backoff_ns;
@@ -796,7 +837,7 @@ static int spawn(struct pp_symiso *s)
 {
 	int sv[2];
 	char *argv[] = { "podprof-sym", PP_SYMISO_HELPER_ARG, s->args[0], s->args[1], s->args[2],
-			 s->args[3],	s->args[4],	      s->args[5], NULL };
+			 s->args[3],	s->args[4],	      s->args[5], s->args[6], NULL };
 	char *envp[] = { NULL };
 	const char *exe = s->o.exe ? s->o.exe : "/proc/self/exe";
 
@@ -843,15 +884,16 @@ static int spawn(struct pp_symiso *s)
 		pr = poll(&p, 1, (int)PP_MIN(timeout_ms, 10000ull));
 	while (pr < 0 && errno == EINTR);
 	ssize_t n = pr > 0 ? recv_msg(s->fd, b, sizeof(b), &pfd) : -ETIMEDOUT;
-	uint32_t type = 0;
-	if (n == (ssize_t)sizeof(type))
-		memcpy(&type, b, sizeof(type));
+	uint32_t ready[2] = { 0, 0 };
+	if (n == (ssize_t)sizeof(ready))
+		memcpy(ready, b, sizeof(ready));
 	if (pfd >= 0)
 		close(pfd);
-	if (type != M_READY) {
+	if (ready[0] != M_READY || (ready[1] & ~READY_OWN_UID)) {
 		reap(s, true);
 		return n < 0 ? (int)n : -EIO;
 	}
+	s->st.shared_uid = !(ready[1] & READY_OWN_UID);
 	return 0;
 }
 
@@ -1244,16 +1286,18 @@ struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->pub_lock, NULL);
-	uint64_t v[6] = { opts->memory_mib,
-			  opts->cpu_seconds,
-			  opts->cache_bytes,
-			  opts->no_dwarf,
-			  (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level),
-			  opts->log_json };
-	for (int i = 0; i < 6; i++)
+	uint64_t v[N_ARGS] = { opts->memory_mib,
+			       opts->cpu_seconds,
+			       opts->cache_bytes,
+			       opts->no_dwarf,
+			       (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level),
+			       opts->log_json,
+			       opts->helper_uid ? opts->helper_uid : PP_SYMISO_HELPER_UID };
+	for (int i = 0; i < N_ARGS; i++)
 		snprintf(s->args[i], sizeof(s->args[i]), "%" PRIu64, v[i]);
 	pthread_mutex_lock(&s->lock);
 	int r = spawn(s);
+	publish(s);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
 		pthread_mutex_destroy(&s->lock);

@@ -47,6 +47,10 @@
 #include "symbolize.h"
 
 #define PP_SYMISO_HELPER_ARG "--symbolizer-helper"
+/* The helper's uid and gid by default: next to nobody (65534) and
+ * distroless's nonroot (65532), used by neither; within the 65536 ids a
+ * user namespace usually maps. */
+#define PP_SYMISO_HELPER_UID 65533u
 /* Largest message either way. */
 #define PP_SYMISO_MAX_MSG 65536
 /* Frames and string bytes an answer may carry. */
@@ -64,6 +68,7 @@ struct pp_symiso_opts {
 	unsigned idle_seconds; /* pp_symiso__check ends a helper unused this long (its cache
 				* with it); the next request starts one. 0 = never */
 	const char *exe; /* the podprof binary; NULL = /proc/self/exe */
+	uint32_t helper_uid; /* uid and gid of the helper; 0 = PP_SYMISO_HELPER_UID */
 	int log_level; /* enum pp_log_level for the helper's stderr */
 	bool log_json; /* its lines in JSON (log.format) */
 };
@@ -101,6 +106,8 @@ struct pp_symiso_stats {
 	uint64_t recycled; /* helpers that restarted themselves at half their CPU budget */
 	uint64_t idle_ends; /* helpers ended after idle_seconds without a request */
 	uint64_t opens_refused; /* files the helper asked for that podprof did not pass */
+	bool shared_uid; /* the running helper could not take helper_uid (no CAP_SETUID/SETGID
+			  * or an unmapped id): it runs as podprof's uid, non-dumpable */
 	struct pp_symbolizer_stats sym; /* the helpers' symbolizers, summed over restarts */
 };
 /* As of the last request or check: never waits for a request under way. */
