@@ -7,22 +7,38 @@
  *
  * The helper is podprof itself, executed again with a hidden first
  * argument (PP_SYMISO_HELPER_ARG; cmd/podprof/main.c hands it to
- * pp_symiso__helper_main). Before reading anything it drops every
- * capability (effective, permitted, inheritable, ambient and, where
- * allowed, the bounding set), sets no_new_privs, limits its address space
- * (RLIMIT_AS, memory_mib) and CPU time (RLIMIT_CPU, cpu_seconds; it
- * restarts itself cleanly at half of it), and installs a seccomp filter
- * that allows reading the descriptors it is given, memory management and
- * messages on its socket; opening files is not among them.
+ * pp_symiso__helper_main). Its first call makes it non-dumpable. Before
+ * reading anything it drops every capability (effective, permitted,
+ * inheritable, ambient and, where allowed, the bounding set), taking on
+ * the way its own uid and gid (helper_uid; the saved uid stays podprof's
+ * so that podprof, without CAP_KILL, can kill it), sets no_new_privs,
+ * limits its address space (RLIMIT_AS, memory_mib) and CPU time
+ * (RLIMIT_CPU, cpu_seconds; it restarts itself cleanly at half of it), and
+ * installs a seccomp filter that allows reading the descriptors it is
+ * given, memory management and messages on its socket; opening files and
+ * changing ids are not among them.
  *
- * It talks to podprof over a SOCK_SEQPACKET socketpair, one request at a
- * time: podprof sends a location; when the helper needs a file (the mapped
- * file, a debug file, a perf map) it asks, and podprof opens it with its
- * own rules (O_NONBLOCK, regular files only, inside the target's root; only
- * for the pid of the request, and in podprof's root only under
- * /usr/lib/debug) and passes the fd with SCM_RIGHTS; the helper answers
- * with the frames and its symbolizer's counters. Every answer is checked
- * (pp_symiso__decode_result) as coming from a hostile process.
+ * It talks to podprof over a SOCK_SEQPACKET socketpair (it holds only its
+ * end), one request at a time: podprof sends a location; when the helper
+ * needs a file it asks for what it needs, never where it is (the wire
+ * format below carries no path, pid, device or inode): the mapped file of
+ * the request, the debug file of a build id, a .gnu_debuglink candidate
+ * (a plain name), the perf map of the request's pid. podprof derives the
+ * path from the request it is serving (pp_sym__open_*_direct: inside the
+ * target's root through openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+ * and in its own root only inside /usr/lib/debug), checks what it opened
+ * (the mapped inode, the build id) and passes the fd with SCM_RIGHTS; every
+ * refusal, whatever its reason, is the same -ENOENT (no oracle), counted
+ * in opens_refused. The helper answers with the frames and its
+ * symbolizer's counters. Every answer is checked (pp_symiso__decode_result)
+ * as coming from a hostile process.
+ *
+ * What this does not defend against: a process with CAP_SYS_PTRACE over
+ * podprof can take podprof's end of the socket (pidfd_getfd) and speak for
+ * podprof to the helper, or use podprof directly; one with CAP_KILL, or of
+ * podprof's uid, can stop or kill the helper (names are lost, nothing
+ * leaks). Without CAP_SETUID/CAP_SETGID the helper keeps podprof's uid
+ * (stats.shared_uid): still non-dumpable and capability-less.
  *
  * Robustness: each request has a deadline (timeout_ms): a helper that
  * misses it is killed and restarted. A helper that dies during a request

@@ -913,10 +913,11 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 		int fd = check_debug(pp_sym__open_debuglink(pid, path, link, k), link, pid, id,
 				     id_len, true, crc);
 		if (fd >= 0) {
-			/* the name DWARF-relative lookups (dwz) start from */
+			/* for logs: where it was found */
 			const char *slash = strrchr(path, '/');
-			snprintf(ret_path, ret_size, "%s%.*s/%s", k >= 2 ? OWN_DEBUG_DIR : "",
-				 (int)(slash ? slash - path : 0), path, link);
+			snprintf(ret_path, ret_size, "%s%.*s%s/%s", k >= 2 ? OWN_DEBUG_DIR : "",
+				 (int)(slash ? slash - path : 0), path, k == 1 ? "/.debug" : "",
+				 link);
 			return fd;
 		}
 	}
