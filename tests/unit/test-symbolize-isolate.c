@@ -374,6 +374,36 @@ static void t_helper_cannot_start(void **state)
 	assert_null(pp_symiso__new(&o2));
 }
 
+/* The paths podprof derives for debug files cannot be steered out of their
+ * roots: names are plain file names, podprof's own root is only its
+ * /usr/lib/debug (".." in the mapped path stays inside it), and no opener
+ * takes a path in podprof's root. */
+static void t_debug_paths(void **state)
+{
+	assert_true(pp_sym__debuglink_name_ok("libx.so.debug"));
+	const char *bad[] = { "", ".", "..", "../x", "a/b", "/etc/passwd" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_false(pp_sym__debuglink_name_ok(bad[i]));
+		for (unsigned k = 0; k < PP_SYM_DEBUGLINK_CANDIDATES; k++)
+			assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/usr/bin/x",
+								       bad[i], k),
+					 -ENOENT);
+	}
+	/* candidate 3 (podprof's /usr/lib/debug): "/etc/passwd" there, not ours */
+	assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/../../../../etc/x", "passwd", 3),
+			 -ENOENT);
+	assert_int_equal(pp_sym__open_debuglink_direct(0, "/etc/x", "passwd", 0), -ENOENT);
+	assert_int_equal(pp_sym__open_in_root_direct(0, "/etc/passwd"), -EINVAL);
+	assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/usr/bin/x", "passwd",
+						       PP_SYM_DEBUGLINK_CANDIDATES),
+			 -ENOENT);
+	/* a build id nothing has */
+	uint8_t id[20];
+	memset(id, 0x5a, sizeof(id));
+	assert_int_equal(pp_sym__open_debug_id_direct(getpid(), id, sizeof(id)), -ENOENT);
+	assert_int_equal(pp_sym__open_debug_id_direct(getpid(), id, 0), -ENOENT);
+}
+
 /* ---------- a hostile helper: the attacker's side of the protocol ---------- */
 
 static size_t put_u32(uint8_t *b, size_t off, uint32_t v)
@@ -553,7 +583,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(t_bad_input),		 cmocka_unit_test(t_helper_resolves),
 		cmocka_unit_test(t_helper_perf_map),	 cmocka_unit_test(t_helper_garbage),
 		cmocka_unit_test(t_helper_cannot_start), cmocka_unit_test(t_helper_cache_budget),
-		cmocka_unit_test(t_helper_hostile),
+		cmocka_unit_test(t_helper_hostile),	 cmocka_unit_test(t_debug_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
