@@ -450,6 +450,10 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		  "Symbolizer helpers ended after symbolizer.idle_seconds without a request "
 		  "(their cache freed; the next new location starts one).",
 		  m->symiso_idle_ends);
+		C("symbolizer_opens_refused_total",
+		  "Files the symbolizer helper asked for that podprof did not pass (missing, not "
+		  "the mapped file, or not derivable from the request).",
+		  m->symiso_opens_refused);
 	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
 	C("symbol_files_evicted_total",
