@@ -1183,10 +1183,19 @@ static int map_agent_stopped(void *p)
 			 r == -EPERM ? " (seccomp?)" : "");
 		goto out;
 	}
-	if (write_mem(inj->pid, (uint64_t)scratch, name, sizeof(name)) < 0) {
-		r = -EFAULT;
-		snprintf(reason, n, "cannot write the agent's name into the target");
-		goto unmap;
+	/* through the seized thread: /proc/PID/mem may not open for writing
+	 * (a dumpable process of another uid, podprof without DAC_OVERRIDE) */
+	for (size_t i = 0; i < sizeof(name); i += 8) {
+		uint64_t wv;
+
+		memcpy(&wv, name + i, 8);
+		if (ptrace(PTRACE_POKEDATA, s.t.tid, (void *)((uint64_t)scratch + i), (void *)wv) <
+		    0) {
+			r = -errno;
+			snprintf(reason, n, "cannot write the agent's name into the target: %s",
+				 strerror(errno));
+			goto unmap;
+		}
 	}
 	r = remote_syscall(&s, SYS_memfd_create, (uint64_t)scratch, MFD_CLOEXEC, 0, 0, 0, 0, &tfd);
 	if (r == 0 && tfd < 0)
@@ -1445,35 +1454,19 @@ const char *pp_inject__probe_path(const struct pp_inject *inj)
 
 /*
  * Where podprof's uprobe goes in a notification point (see agent-blob.c):
- * on the leading 5-byte nop where the kernel optimizes uprobes on such a
- * nop into a call to a trampoline and a syscall (x86-64, Linux 6.18: no
- * int3 trap, no exception path; the target's maps show
- * [uprobes-trampoline]), else 5 bytes further on `push %rbp`, which every
- * kernel emulates (an older kernel would single-step the nop). The
- * syscall is only valid from the trampoline: called here it fails with
- * ENXIO where it exists and ENOSYS where it does not. A target under a
- * seccomp filter is never injected (seccomp_filtered), so the trampoline's
- * syscall never meets a filter.
+ * 5 bytes past its leading 5-byte nop, on `push %rbp`, which every kernel
+ * emulates. Never on the nop itself: Linux 6.18 optimizes a uprobe on a
+ * 5-byte nop into a call to a per-process [uprobes-trampoline] page, which
+ * fork children do not inherit, and a child forked while the probe was
+ * optimized (a pre-fork server's worker) keeps the call after the probe is
+ * gone: SIGSEGV at its next sampled allocation. The nop stays in the agent
+ * for older podprofs' agents (ABI).
  */
-#define PP_NR_UPROBE 336 /* __NR_uprobe, x86-64 */
 #define NOTIFY_NOP5_BYTES 5
 
 static uint64_t notify_skip(void)
 {
-	static atomic_int skip = -1;
-	int v = atomic_load(&skip);
-
-#ifndef __x86_64__
-	return NOTIFY_NOP5_BYTES; /* 336 is another syscall elsewhere */
-#endif
-	if (v < 0) {
-		/* Anything but ENXIO (ENOSYS; EPERM from podprof's own seccomp
-		 * profile, which says nothing of the kernel): the safe choice. */
-		long r = syscall(PP_NR_UPROBE);
-		v = r < 0 && errno == ENXIO ? 0 : NOTIFY_NOP5_BYTES;
-		atomic_store(&skip, v);
-	}
-	return (uint64_t)v;
+	return NOTIFY_NOP5_BYTES;
 }
 
 uint64_t pp_inject__alloc_off(const struct pp_inject *inj)
