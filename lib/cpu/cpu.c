@@ -471,13 +471,7 @@ int pp_cpu_sampler__flush(struct pp_cpu_sampler *s, int timeout_ms)
 	if (!s)
 		return -EINVAL;
 	t = pp_now_mono_ns();
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = pp_realtime_in_ms(timeout_ms);
 	(void)!write(s->evfd, &one, sizeof(one));
 	pthread_mutex_lock(&s->lock);
 	while (s->consumed_ns <= t && r == 0)

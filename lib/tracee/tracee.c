@@ -810,13 +810,7 @@ int pp_tracee__close(unsigned timeout_ms)
 	struct timespec until;
 	int left;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = pp_realtime_in_ms(timeout_ms);
 	pthread_mutex_lock(&g_lock);
 	g_closing = true;
 	while (g_inflight > 0) {

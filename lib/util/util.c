@@ -140,6 +140,20 @@ uint64_t pp_now_real_ns(void)
 	return now_ns(CLOCK_REALTIME);
 }
 
+struct timespec pp_realtime_in_ms(unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 int pp_parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *ret)
 {
 	char *end;

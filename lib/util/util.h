@@ -97,6 +97,8 @@ static inline size_t pp_upper_bound_u64(const void *base, size_t n, size_t elem,
 /* Clocks, in nanoseconds. */
 uint64_t pp_now_mono_ns(void);
 uint64_t pp_now_real_ns(void);
+/* CLOCK_REALTIME ms from now, as pthread_cond_timedwait wants it. */
+struct timespec pp_realtime_in_ms(unsigned ms);
 
 /*
  * Checked parsing: the whole string must be a number in [min, max].
