@@ -61,6 +61,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -741,7 +742,7 @@ def run_server(podprof, name, cycles, control=0):
         stats["failure"] = str(e)
         srv._stop.set()
     except Exception as e:  # a harness error is reported as such
-        stats["failure"] = "harness: %r" % e
+        stats["failure"] = "harness: %r\n%s" % (e, traceback.format_exc())
         srv._stop.set()
     finally:
         stats["client_errors"] = list(srv.errors)
