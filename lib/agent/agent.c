@@ -852,6 +852,11 @@ static void __tc_prune(struct pp_agent *a, pid_t pid, const pid_t *live, size_t 
 /* pid's live threads were listed (tids, sorted here): forget the others' creation stacks. */
 static void tc_prune_live(struct pp_agent *a, pid_t pid, pid_t *tids, size_t n)
 {
+	pthread_mutex_lock(&a->lock);
+	bool empty = a->n_tc == 0;
+	pthread_mutex_unlock(&a->lock);
+	if (empty)
+		return; /* nothing recorded (no off-CPU tracer): no sort, no scan */
 	qsort(tids, n, sizeof(*tids), cmp_pid);
 	pthread_mutex_lock(&a->lock);
 	__tc_prune(a, pid, tids, n);

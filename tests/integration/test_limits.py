@@ -388,6 +388,34 @@ def test_many_targets():
         os.rmdir(tmp)
 
 
+def test_threadcreate_pruned():
+    """A target creating short-lived threads one after another: the
+    creation stacks of the exited ones are dropped (counted), so the table
+    holds about the live threads, not every thread ever created."""
+    wl = Workload([os.environ.get("WL_POOL"), "short", "5"])
+    pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false",
+                 "--set", "offcpu.always_on=true")
+    st, _, body = pp.request("/debug/pprof/threadcreate", timeout=60)
+    if st != 200:
+        raise Skip("threadcreate unavailable here: %d %r" % (st, body[:200]))
+    # A few discovery passes (each lists the target's threads).
+    wait_for(lambda: metric(pp.metrics(), "podprof_threadcreate_pruned_total") >= 20,
+             "creation stacks of exited threads pruned", timeout=60)
+    st, _, _ = pp.request("/debug/pprof/threadcreate", timeout=60)
+    check(st == 200, "threadcreate %d" % st)
+    m = pp.metrics()
+    pruned, held = (metric(m, "podprof_threadcreate_pruned_total"),
+                    metric(m, "podprof_threadcreate_entries"))
+    log("  creation stacks: %d pruned, %d held, %d dropped" %
+        (pruned, held, metric(m, "podprof_threadcreate_dropped_total")))
+    # The target has 2 threads at a time; generous for the threads created
+    # since the last pass.
+    check(held < pruned, "held %d >= pruned %d: exited threads are kept" % (held, pruned))
+    check(metric(m, "podprof_threadcreate_dropped_total") == 0, "drops below the table's cap")
+    pp.stop()
+    wl.kill()
+
+
 if __name__ == "__main__":
     run([test_windows_per_client, test_metrics_beside_symbol, test_per_target_metrics,
-         test_listener_limit, test_window_flood, test_many_targets])
+         test_listener_limit, test_window_flood, test_many_targets, test_threadcreate_pruned])
