@@ -2062,6 +2062,8 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 	refresh_gauge(a, kind, sc->group);
 	struct pp_store_snapshot *s =
 		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
+	/* EAGAIN: limits.max_window_bytes (the server answers 503) */
+	int err = s ? 0 : errno == EAGAIN ? -EAGAIN : -ENOMEM;
 	if (!s) {
 		if (kind == PP_PROFILE_CPU) {
 			pthread_mutex_lock(&a->win_lock);
@@ -2072,7 +2074,7 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 		} else if (offcpu_kind(kind)) {
 			offcpu_demand(a, -1);
 		}
-		return -ENOMEM;
+		return err;
 	}
 	if (cb) {
 		cb->snap = s;

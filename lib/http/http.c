@@ -10,8 +10,8 @@
  * /metrics, the index and cmdline, a "symbol" pool for /symbol (a body of
  * thousands of addresses takes a while), a "heavy" pool (opts->workers)
  * for rendering profiles, so the cheap endpoints never queue behind a
- * render or a symbol lookup. A worker builds the response and resumes the connection; the
- * polling thread then queues it. A CPU window or a delta begins in a heavy
+ * render or a symbol lookup. A worker builds the response and resumes the
+ * connection; the polling thread then queues it. A CPU window or a delta begins in a heavy
  * worker and then waits in the timer thread, holding no worker: the timer
  * thread watches the client socket (EPOLLRDHUP) and the window's end, and
  * at the end hands the render to the heavy pool. A client that goes away
