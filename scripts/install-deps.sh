@@ -16,6 +16,9 @@ PKGS=(
   # agent (each on a unix socket in a temporary directory; the services the packages
   # install are not started, see policy-rc.d below)
   redis-server nginx postgresql-15
+  # bench/run_stops.py: podprof attached and ended in cycles on these daemons and
+  # on memcached (not started by the package either, see policy-rc.d below)
+  memcached
   # the browser test of /debug/pprof/ui/ (tests/browser)
   chromium fonts-dejavu-core
   # tests/podman: the image built and the manifests played (rootful podman 4.3, runc,

@@ -490,9 +490,10 @@ static int cmd_healthcheck(int argc, char **argv)
  * thread snapshots), CHECKPOINT_RESTORE (/proc/PID/map_files), SYSLOG
  * (kernel addresses in /proc/kallsyms), DAC_READ_SEARCH (application files
  * that are not world-readable); SYS_ADMIN only where BPF or PERFMON is
- * missing (kernels before 5.8, where it stands in for both).
+ * missing (kernels before 5.8, where it stands in for both); SETUID and
+ * SETGID with symbolizer.isolate (the helper's own uid, isolate.h).
  */
-static void drop_capabilities(void)
+static void drop_capabilities(bool helper_ids)
 {
 	uint64_t eff = 0, kept = 0;
 	char before[256], after[256];
@@ -504,6 +505,10 @@ static void drop_capabilities(void)
 			(1ull << PP_CAP_SYSLOG) | (1ull << PP_CAP_DAC_READ_SEARCH);
 	if (!(eff & (1ull << PP_CAP_BPF)) || !(eff & (1ull << PP_CAP_PERFMON)))
 		keep |= 1ull << PP_CAP_SYS_ADMIN;
+	/* the symbolizer helpers podprof starts later take their own uid with these
+	 * (an exec under no_new_privs gets no capability podprof does not hold) */
+	if (helper_ids)
+		keep |= (1ull << PP_CAP_SETUID) | (1ull << PP_CAP_SETGID);
 	if (!(eff & ~keep))
 		return;
 	int r = pp_caps__restrict(keep, &kept);
@@ -598,13 +603,14 @@ int main(int argc, char **argv)
 	}
 	struct pp_agent_opts ao = { .serve = true, .token = token };
 	struct pp_agent *a = pp_agent__new(cfg, &ao);
+	bool helper_ids = cfg->symbolizer.isolate;
 	pp_config__free(cfg);
 	if (!a) {
 		pp_err("cannot start: %s", strerror(errno));
 		free(token);
 		return EXIT_FAIL;
 	}
-	drop_capabilities();
+	drop_capabilities(helper_ids);
 	if (pp_agent__start(a) < 0) {
 		pp_agent__free(a);
 		free(token);

@@ -2350,6 +2350,7 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->symiso_requests = is.requests;
 	m->symiso_requests_lost = is.requests_refused;
 	m->symiso_idle_ends = is.idle_ends;
+	m->symiso_opens_refused = is.opens_refused;
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
 	m->open_budget = pp_open_budget__hits();
@@ -2515,14 +2516,22 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 			.cpu_seconds = a->cfg->symbolizer.cpu_seconds,
 			.timeout_ms = a->cfg->symbolizer.timeout_ms,
 			.idle_seconds = a->cfg->symbolizer.idle_seconds,
+			.helper_uid = a->cfg->symbolizer.helper_uid,
 			.log_level = a->cfg->log.level,
 			.log_json = a->cfg->log.format == PP_LOG_JSON,
 		};
 		a->iso = pp_symiso__new(&io);
+		struct pp_symiso_stats ist;
+		pp_symiso__stats(a->iso, &ist);
 		if (!a->iso)
 			pp_warn("symbolize: cannot start the symbolizer helper (%s): target files "
 				"are parsed in podprof itself",
 				strerror(errno));
+		else if (ist.shared_uid)
+			pp_warn("symbolize: the symbolizer helper cannot take uid %u (no "
+				"CAP_SETUID/CAP_SETGID, or not mapped): it runs as podprof's uid, "
+				"non-dumpable and without capabilities",
+				io.helper_uid);
 	}
 	struct pp_store_opts sto = {
 		.max_stacks = a->cfg->limits.max_stacks,

@@ -209,6 +209,7 @@ static const struct key_def config_keys[] = {
 	U("symbolizer.cpu_seconds", symbolizer.cpu_seconds, 10, 31536000),
 	U("symbolizer.timeout_ms", symbolizer.timeout_ms, 100, 600000),
 	U("symbolizer.idle_seconds", symbolizer.idle_seconds, 0, 86400),
+	U("symbolizer.helper_uid", symbolizer.helper_uid, 1, 4294967294u),
 	E("log.level", log.level, level_vals),
 	E("log.format", log.format, format_vals),
 	U("log.memstats_interval_seconds", log.memstats_interval_seconds, 0, 86400),
@@ -1614,6 +1615,7 @@ struct pp_config *pp_config__new_default(void)
 	c->symbolizer.cpu_seconds = 86400;
 	c->symbolizer.timeout_ms = 30000;
 	c->symbolizer.idle_seconds = 30;
+	c->symbolizer.helper_uid = 65533; /* PP_SYMISO_HELPER_UID */
 	c->log.level = PP_LOG_INFO;
 	c->log.format = PP_LOG_TEXT;
 	c->log.memstats_interval_seconds = 60;

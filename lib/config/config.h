@@ -141,6 +141,7 @@ struct pp_config {
 		unsigned cpu_seconds; /* its RLIMIT_CPU, default 86400; restarts at half */
 		unsigned timeout_ms; /* per request, default 30000 (100..600000) */
 		unsigned idle_seconds; /* helper ended after this long unused, default 30; 0 never */
+		unsigned helper_uid; /* uid and gid of the helper, default 65533 */
 	} symbolizer;
 
 	struct {

@@ -1246,6 +1246,7 @@ int pp_heap_tracer__proc_stats(struct pp_heap_tracer *t, pid_t pid, struct pp_he
 			ret->agent_reused = is.reused;
 			ret->inject_slots = is.slots;
 			ret->inject_modules = is.modules;
+			ret->inject_skipped = is.skipped;
 			ret->inject_pause_ns = is.pause_ns;
 			snprintf(ret->coverage, sizeof(ret->coverage), "%s", is.coverage);
 		}

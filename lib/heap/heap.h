@@ -98,6 +98,7 @@ struct pp_heap_proc_stats {
 	char mode_reason[160]; /* why not injected ("" when injected or mode uprobe) */
 	unsigned inject_slots; /* GOT slots redirected */
 	unsigned inject_modules; /* modules with a redirected slot */
+	unsigned inject_skipped; /* slots left alone (bound, or possibly bound, elsewhere) */
 	uint64_t inject_pause_ns; /* longest stop of a target thread */
 	char coverage[256]; /* slots per module, "app:3 libstdc++.so.6:2" */
 	unsigned stack_copy_bytes; /* stack copied per sampled allocation now */

@@ -472,6 +472,10 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		  "Symbolizer helpers ended after symbolizer.idle_seconds without a request "
 		  "(their cache freed; the next new location starts one).",
 		  m->symiso_idle_ends);
+		C("symbolizer_opens_refused_total",
+		  "Files the symbolizer helper asked for that podprof did not pass (missing, not "
+		  "the mapped file, or not derivable from the request).",
+		  m->symiso_opens_refused);
 	}
 	C("symbol_files_failed_total", "Files that could not be symbolized.", m->sym.files_failed);
 	C("symbol_files_evicted_total",
@@ -547,9 +551,9 @@ void pp_present__heap_comments(const struct pp_heap_comment_stats *s, char ***re
 					t->pid, ht->agent_reused ? ", reused" : "");
 		else if (ht->injected)
 			c[n++] = strfmt("pid %d: heap mode=inject (agent%s): %u slots in %u "
-					"modules (%s), pause %.2f ms",
+					"modules (%s), %u left alone, pause %.2f ms",
 					t->pid, ht->agent_reused ? " reused" : "", ht->inject_slots,
-					ht->inject_modules, ht->coverage,
+					ht->inject_modules, ht->coverage, ht->inject_skipped,
 					(double)ht->inject_pause_ns / 1e6);
 		else if (ht->allocator[0])
 			c[n++] = strfmt("pid %d: heap mode=uprobe%s%s", t->pid,

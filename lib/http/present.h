@@ -72,6 +72,7 @@ struct pp_metrics {
 	uint64_t symiso_restarts, symiso_crashes, symiso_timeouts, symiso_files_refused;
 	uint64_t symiso_requests, symiso_requests_lost;
 	uint64_t symiso_idle_ends; /* helpers ended after symbolizer.idle_seconds unused */
+	uint64_t symiso_opens_refused; /* files the helper asked for and did not get */
 	uint64_t unwind_debug_refused, unwind_fd_budget, sigbus_repaired;
 	uint64_t open_budget; /* passes cut by a target's open budget */
 	/* The collectors' states ("ok", "disabled", "unavailable"). Borrowed. */

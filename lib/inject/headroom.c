@@ -3,10 +3,13 @@
 #include "headroom.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "procfs/procfs.h"
 #include "util/util.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -179,7 +182,7 @@ int pp_headroom__parse_mountinfo(const char *text, bool v2, char *ret_root, size
  * (prefix + mnt) and which cgroup is mounted there (root). */
 struct cg_view {
 	bool ok;
-	char prefix[32]; /* "/proc/PID/root" or "" */
+	pid_t pid; /* the mounts of pid's root, or podprof's own (0) */
 	char root[PATH_MAX];
 	char mnt[PATH_MAX];
 };
@@ -191,10 +194,7 @@ static void view_init(struct cg_view *v, pid_t pid, bool v2)
 	size_t len = 0;
 
 	v->ok = false;
-	if (pid)
-		snprintf(v->prefix, sizeof(v->prefix), "/proc/%d/root", (int)pid);
-	else
-		v->prefix[0] = '\0';
+	v->pid = pid;
 	if (pid)
 		snprintf(p, sizeof(p), "/proc/%d/mountinfo", (int)pid);
 	else
@@ -205,12 +205,15 @@ static void view_init(struct cg_view *v, pid_t pid, bool v2)
 					     sizeof(v->mnt)) == 0;
 }
 
-/* The directory of cgroup `cg` in view v: 0, or -ENOENT (not under its
- * mounted root, or a ".." that would leave it). */
-static int view_dir(const struct cg_view *v, const char *cg, char *out, size_t n)
+/* The directory of cgroup `cg` in view v, opened (O_PATH; inside the
+ * target's root for a target's view): a readable directory's fd, or
+ * -ENOENT (not under its mounted root, or a ".." that would leave it). */
+static int view_dir(const struct cg_view *v, const char *cg)
 {
 	size_t rl = strlen(v->root);
 	const char *rest;
+	char out[2 * PATH_MAX];
+	int fd;
 
 	if (!v->ok)
 		return -ENOENT;
@@ -222,22 +225,42 @@ static int view_dir(const struct cg_view *v, const char *cg, char *out, size_t n
 		return -ENOENT;
 	if (strstr(rest, "/..") || strstr(rest, "../"))
 		return -ENOENT;
-	if ((size_t)snprintf(out, n, "%s%s%s", v->prefix, v->mnt, rest) >= n)
+	if ((size_t)snprintf(out, sizeof(out), "%s%s", v->mnt, rest) >= sizeof(out))
 		return -ENAMETOOLONG;
-	return 0;
+	if (v->pid)
+		fd = pp_proc__open_in_root(v->pid, out, O_PATH | O_DIRECTORY, 0);
+	else
+		fd = open(out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && !v->pid)
+		fd = -errno;
+	if (fd < 0)
+		return fd;
+	if (faccessat(fd, ".", R_OK | X_OK, 0) < 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	return fd;
+}
+
+/* name in the cgroup directory dfd, which the lookup cannot leave. */
+static int read_in(int dfd, const char *name, char **ret, size_t *ret_len)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/%s", name);
+	_cleanup_close_ int fd = pp_proc__openat_in_root(dfd, p, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	return pp_read_fd(fd, SMALL_FILE, ret, ret_len);
 }
 
 /* A number file: "max" or a value >= NO_LIMIT is UINT64_MAX. */
-static int read_num(const char *dir, const char *name, uint64_t *ret)
+static int read_num(int dfd, const char *name, uint64_t *ret)
 {
 	_cleanup_free_ char *text = NULL;
-	char p[PATH_MAX + 64];
 	size_t len = 0;
 	int r;
 
-	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) >= sizeof(p))
-		return -ENAMETOOLONG;
-	r = pp_read_file(p, SMALL_FILE, &text, &len);
+	r = read_in(dfd, name, &text, &len);
 	if (r < 0)
 		return r;
 	while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
@@ -312,19 +335,17 @@ struct cg_scratch {
 	struct worst w;
 };
 
-/* One level of the hierarchy, read in dir. */
-static void check_level(bool v2, bool leaf, const char *dir, const char *cg, uint64_t bytes,
+/* One level of the hierarchy, read in the directory dir. */
+static void check_level(bool v2, bool leaf, int dir, const char *cg, uint64_t bytes,
 			struct worst *w)
 {
 	_cleanup_free_ char *stat = NULL;
-	char p[PATH_MAX + 64];
 	uint64_t usage = 0, inactive = 0, lim = UINT64_MAX, v;
 	size_t len = 0;
 
 	if (read_num(dir, v2 ? "memory.current" : "memory.usage_in_bytes", &usage) < 0)
 		return; /* unknown */
-	if ((size_t)snprintf(p, sizeof(p), "%s/memory.stat", dir) < sizeof(p) &&
-	    pp_read_file(p, SMALL_FILE, &stat, &len) == 0 &&
+	if (read_in(dir, "memory.stat", &stat, &len) == 0 &&
 	    stat_value(stat, v2 ? "inactive_file" : "total_inactive_file", &inactive))
 		usage = usage > inactive ? usage - inactive : 0;
 	if (v2) {
@@ -373,10 +394,13 @@ static int cg_check(pid_t pid, uint64_t bytes, char *reason, size_t n)
 	for (bool leaf = true;; leaf = false) {
 		char *slash;
 
-		if (view_dir(target, cg, dir, sizeof(dir)) == 0 && !access(dir, R_OK | X_OK))
-			check_level(v2, leaf, dir, cg, bytes, w);
-		else if (view_dir(self, cg, dir, sizeof(dir)) == 0 && !access(dir, R_OK | X_OK))
-			check_level(v2, leaf, dir, cg, bytes, w);
+		int dfd = view_dir(target, cg);
+		if (dfd < 0)
+			dfd = view_dir(self, cg);
+		if (dfd >= 0) {
+			check_level(v2, leaf, dfd, cg, bytes, w);
+			close(dfd);
+		}
 		if (!strcmp(cg, "/"))
 			break;
 		slash = strrchr(cg, '/');

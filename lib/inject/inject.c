@@ -56,7 +56,16 @@ struct module {
 	char name[64];
 	unsigned nslots;
 	bool scanned;
+	/* How the loader may bind this module's lazy slots (drop_lazy_elsewhere) */
+	bool exe; /* the executable */
+	bool symbolic; /* DT_SYMBOLIC / DF_SYMBOLIC: its own definitions first */
+	uint64_t defines; /* bit per enum pp_agent_fn it defines (.dynsym) */
+	char soname[64]; /* DT_SONAME ("" if none) */
+	char *needed; /* DT_NEEDED names, each NUL-terminated (owned) */
+	size_t needed_len;
 };
+
+_Static_assert(PP_AG_NFN <= 64, "struct module's defines: one bit per function");
 
 struct pp_inject {
 	pid_t pid;
@@ -158,6 +167,23 @@ static int open_maps(pid_t pid)
 	snprintf(p, sizeof(p), "/proc/%d/maps", (int)pid);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+/* pid's soft RLIMIT_NOFILE, or -1 (unknown, unlimited). */
+static long nofile_soft(pid_t pid)
+{
+	char p[64], *text = NULL, *l;
+	size_t len = 0;
+	long v = -1;
+
+	snprintf(p, sizeof(p), "/proc/%d/limits", (int)pid);
+	if (pp_read_file(p, 1 << 16, &text, &len) < 0)
+		return -1;
+	l = strstr(text, "Max open files");
+	if (l && sscanf(l + 14, " %ld", &v) != 1)
+		v = -1;
+	free(text);
+	return v > 1 << 20 ? 1 << 20 : v;
 }
 
 /* The first of the descriptors 0, 1, 2 pid has closed, or -1. */
@@ -402,11 +428,54 @@ static int module_bias(Elf *elf, const struct pp_map *m, uint64_t *ret)
 	return -ENOEXEC;
 }
 
+/* The dynamic section's names and flags that decide where the loader may
+ * bind the module's symbols (see drop_lazy_elsewhere): DT_NEEDED, DT_SONAME,
+ * DT_SYMBOLIC. At most 64 KiB of needed names. */
+static int read_dynamic(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct module *info)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+
+	if (!d || !sh->sh_entsize)
+		return 0;
+	for (size_t j = 0; j < d->d_size / sh->sh_entsize; j++) {
+		GElf_Dyn dy;
+		const char *nm;
+		size_t l;
+		char *v;
+
+		if (!gelf_getdyn(d, (int)j, &dy) || dy.d_tag == DT_NULL)
+			break;
+		if (dy.d_tag == DT_SYMBOLIC ||
+		    (dy.d_tag == DT_FLAGS && (dy.d_un.d_val & DF_SYMBOLIC)))
+			info->symbolic = true;
+		if (dy.d_tag != DT_NEEDED && dy.d_tag != DT_SONAME)
+			continue;
+		nm = elf_strptr(elf, sh->sh_link, dy.d_un.d_val);
+		if (!nm)
+			continue;
+		if (dy.d_tag == DT_SONAME) {
+			snprintf(info->soname, sizeof(info->soname), "%s", nm);
+			continue;
+		}
+		l = strlen(nm) + 1;
+		if (info->needed_len + l > 65536)
+			return -E2BIG;
+		v = realloc(info->needed, info->needed_len + l);
+		if (!v)
+			return -ENOMEM;
+		memcpy(v + info->needed_len, nm, l);
+		info->needed = v;
+		info->needed_len += l;
+	}
+	return 0;
+}
+
 /* GOT slots (JUMP_SLOT, GLOB_DAT) of the wrapped names in one module,
- * plus its PLT range (a lazy slot not yet bound points there). */
+ * plus its PLT range (a lazy slot not yet bound points there); info gets
+ * the wrapped names it defines and its dynamic section's names. */
 static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out, size_t max,
 		       size_t *ret_n, uint64_t *plt_lo, uint64_t *plt_hi, bool *ret_static,
-		       uint64_t *defs, uint64_t *ret_relro)
+		       uint64_t *defs, uint64_t *ret_relro, struct module *info)
 {
 	Elf *elf;
 	Elf_Scn *scn = NULL;
@@ -474,7 +543,13 @@ static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out
 		GElf_Shdr symsh;
 		Elf_Data *d, *symd;
 
-		if (defs && gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM && sh.sh_entsize &&
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNAMIC) {
+			r = read_dynamic(elf, scn, &sh, info);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM && sh.sh_entsize &&
 		    (d = elf_getdata(scn, NULL))) {
 			for (size_t j = 0; j < d->d_size / sh.sh_entsize; j++) {
 				GElf_Sym sym;
@@ -482,10 +557,14 @@ static int scan_module(pid_t pid, const struct pp_map *m, struct found_slot *out
 				int fn;
 
 				if (!gelf_getsym(d, (int)j, &sym) || sym.st_shndx == SHN_UNDEF ||
-				    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+				    GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+				    GELF_ST_BIND(sym.st_info) == STB_LOCAL)
 					continue;
 				name = elf_strptr(elf, sh.sh_link, sym.st_name);
-				if (name && (fn = fn_index(name)) >= 0 && !defs[fn])
+				if (!name || (fn = fn_index(name)) < 0)
+					continue;
+				info->defines |= 1ull << fn;
+				if (defs && !defs[fn])
 					defs[fn] = bias + sym.st_value;
 			}
 			continue;
@@ -614,7 +693,7 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 		uint64_t lo, hi, relro;
 		size_t nf = 0, k;
 		bool seen = false, is_static = false;
-		struct module *mo;
+		struct module *mo, info = { 0 };
 
 		if (!m->path || m->special || !m->inode || skip_module(m->path))
 			continue;
@@ -639,26 +718,32 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
 				inj->alloc_path[0] && strcmp(m->path, inj->alloc_path) == 0
 					? inj->def
 					: NULL,
-				&relro) < 0)
+				&relro, &info) < 0) {
+			free(info.needed);
 			continue;
+		}
 		/* A module the loader is still loading (dlopen in progress): its
 		 * slots may not be relocated yet, and a scan would record them
 		 * as they are. The loader makes the RELRO segment read-only
 		 * after relocating, which changes the maps: the module is
 		 * scanned at that change (pp_inject__patch), not now. */
 		const struct pp_map *rm = relro ? pp_maps__find(&maps, relro) : NULL;
-		if (rm && (rm->prot & PP_PROT_W))
+		if (rm && (rm->prot & PP_PROT_W)) {
+			free(info.needed);
 			continue;
+		}
 		if (is_static && ret_static_exe && strcmp(m->path, exe) == 0)
 			*ret_static_exe = true;
 		mo = realloc(inj->mods, (inj->nmods + 1) * sizeof(*mo));
 		if (!mo) {
+			free(info.needed);
 			r = -ENOMEM;
 			break;
 		}
 		inj->mods = mo;
 		mo = &inj->mods[inj->nmods];
-		memset(mo, 0, sizeof(*mo));
+		*mo = info; /* defines, symbolic, soname, needed */
+		mo->exe = strcmp(m->path, exe) == 0;
 		mo->inode = m->inode;
 		mo->dev_major = m->dev_major;
 		mo->dev_minor = m->dev_minor;
@@ -697,10 +782,38 @@ static int scan(struct pp_inject *inj, bool *ret_static_exe)
  * (the global definition); slots bound elsewhere (symbolic binding,
  * DEEPBIND, namespaces) or unbound lazy slots with no known target stay
  * unpatched. */
+static ssize_t module_of(const struct pp_inject *inj, const struct pp_maps *maps, uint64_t addr);
+
+/* The allocator's definitions (def[]) come from the first mapping of its
+ * file. With a second copy of it (a dlmopen() namespace with its own libc)
+ * that may be the other namespace's: move them to the copy the
+ * executable's bound slots point into (the executable is always in the
+ * first namespace), at the same offsets. */
+static void def_in_exe_namespace(struct pp_inject *inj, const struct pp_maps *maps)
+{
+	ssize_t used = -1;
+
+	for (size_t i = 0; i < inj->nslots && used < 0; i++)
+		if (inj->slots[i].orig && inj->mods[inj->slots[i].module].exe)
+			used = module_of(inj, maps, inj->slots[i].orig);
+	for (int fn = 0; used >= 0 && fn < PP_AG_NFN; fn++) {
+		ssize_t d = inj->def[fn] ? module_of(inj, maps, inj->def[fn]) : -1;
+		const struct module *a = &inj->mods[used];
+
+		if (d >= 0 && d != used && inj->mods[d].inode == a->inode &&
+		    inj->mods[d].dev_major == a->dev_major &&
+		    inj->mods[d].dev_minor == a->dev_minor)
+			inj->def[fn] = inj->def[fn] - inj->mods[d].start + a->start;
+	}
+}
+
 static void choose_real(struct pp_inject *inj)
 {
 	struct pp_maps maps = { 0 };
 	bool have_maps = pp_maps__read(inj->pid, &maps) == 0;
+
+	if (have_maps)
+		def_in_exe_namespace(inj, &maps);
 
 	for (int fn = 0; fn < PP_AG_NFN; fn++) {
 		uint64_t best = 0;
@@ -735,6 +848,182 @@ static void choose_real(struct pp_inject *inj)
 			inj->real[fn] = 0;
 	}
 	pp_maps__free(&maps);
+}
+
+/*
+ * Lazy slots a module's loader scope may bind elsewhere (issue 24 item 9).
+ *
+ * A lazy slot (not bound yet: it points into the module's PLT) is
+ * redirected to a wrapper that forwards to real[fn], the definition the
+ * other slots are bound to, and restored to real[fn]. That is where the
+ * loader would bind it only when the module looks symbols up in the global
+ * scope. A module dlopen()ed with RTLD_DEEPBIND looks in its own DT_NEEDED
+ * closure first, one in a dlmopen() namespace only there (with its own
+ * libc), one with DT_SYMBOLIC in itself first: a plugin with its own
+ * malloc would get glibc's malloc for some calls and its own free for the
+ * block (or the reverse), "free(): invalid size". The link map does not
+ * say how a module was loaded, so:
+ *
+ * - Modules loaded with the executable (its DT_NEEDED closure, names
+ *   resolved to exactly one loaded module) use the global scope; only one
+ *   with DT_SYMBOLIC that defines fn itself binds elsewhere.
+ * - Any other module (dlopen()ed) may have been loaded with RTLD_DEEPBIND
+ *   or into a namespace: its lazy slot of fn is left alone when a module
+ *   of its closure (itself included) other than real[fn]'s defines fn, or
+ *   when a needed name cannot be resolved among the scanned modules. A
+ *   second copy of a library (a namespace's libc) makes its name resolve
+ *   to both copies, so their users are left alone too.
+ *
+ * The cost is coverage: in a process whose allocator is not libc (jemalloc
+ * linked), a dlopen()ed module's lazy slots are left alone, since libc is
+ * in its closure. Bound slots are exact and need none of this: one bound
+ * elsewhere than real[fn] is never redirected (patch_slots).
+ */
+
+/* The module (index) a definition belongs to, or -1. */
+static ssize_t module_of(const struct pp_inject *inj, const struct pp_maps *maps, uint64_t addr)
+{
+	const struct pp_map *m = owner(maps, addr);
+	ssize_t best = -1;
+
+	for (size_t k = 0; m && k < inj->nmods; k++) {
+		const struct module *mo = &inj->mods[k];
+
+		if (mo->inode == m->inode && mo->dev_major == m->dev_major &&
+		    mo->dev_minor == m->dev_minor && mo->start <= addr &&
+		    (best < 0 || mo->start > inj->mods[best].start))
+			best = (ssize_t)k;
+	}
+	return best;
+}
+
+/* Mark (in mark[], queue it in q) the scanned modules a DT_NEEDED name
+ * resolves to; -ENOENT if none (the dynamic linker itself is not needed
+ * for this: it defines none of the wrapped names). */
+static int resolve_needed(const struct pp_inject *inj, const char *name, bool unique_only,
+			  unsigned char *mark, size_t *q, size_t *qn)
+{
+	size_t hits = 0, first = 0;
+
+	if (skip_module(name))
+		return 0;
+	for (size_t k = 0; k < inj->nmods; k++) {
+		const struct module *mo = &inj->mods[k];
+
+		if (strcmp(mo->soname, name) != 0 && strcmp(mo->name, name) != 0)
+			continue;
+		if (!hits++)
+			first = k;
+		if (!unique_only && !mark[k]) {
+			mark[k] = 1;
+			q[(*qn)++] = k;
+		}
+	}
+	if (unique_only && hits == 1 && !mark[first]) {
+		mark[first] = 1;
+		q[(*qn)++] = first;
+	}
+	return hits ? 0 : -ENOENT;
+}
+
+/* Breadth-first over DT_NEEDED from q[0..*qn) (marked); returns false if
+ * a name did not resolve. */
+static bool closure(const struct pp_inject *inj, bool unique_only, unsigned char *mark, size_t *q,
+		    size_t *qn)
+{
+	bool complete = true;
+
+	for (size_t h = 0; h < *qn; h++) {
+		const struct module *mo = &inj->mods[q[h]];
+
+		for (size_t o = 0; o < mo->needed_len; o += strlen(mo->needed + o) + 1)
+			if (resolve_needed(inj, mo->needed + o, unique_only, mark, q, qn) < 0)
+				complete = false;
+	}
+	return complete;
+}
+
+/* Drop the unpatched lazy slots whose module may bind fn elsewhere than
+ * real[fn] (above); counted in skipped. */
+static void drop_lazy_elsewhere(struct pp_inject *inj)
+{
+	struct pp_maps maps = { 0 };
+	ssize_t real_mod[PP_AG_NFN];
+	unsigned char *startup = NULL, *mark = NULL;
+	uint64_t *elsewhere = NULL; /* per module: fns its lazy slots may bind elsewhere */
+	bool *done = NULL;
+	size_t *q = NULL, qn = 0, k = 0;
+
+	if (!inj->nslots || !inj->nmods)
+		return;
+	for (int fn = 0; fn < PP_AG_NFN; fn++)
+		real_mod[fn] = -1;
+	startup = calloc(inj->nmods, 1);
+	mark = calloc(inj->nmods, 1);
+	done = calloc(inj->nmods, sizeof(*done));
+	elsewhere = calloc(inj->nmods, sizeof(*elsewhere));
+	q = calloc(inj->nmods, sizeof(*q));
+	if (!startup || !mark || !done || !elsewhere || !q || pp_maps__read(inj->pid, &maps) < 0) {
+		/* cannot tell: leave every pending lazy slot alone */
+		for (size_t i = 0; i < inj->nmods && elsewhere; i++)
+			elsewhere[i] = ~0ull;
+		goto drop;
+	}
+	for (int fn = 0; fn < PP_AG_NFN; fn++)
+		if (inj->real[fn])
+			real_mod[fn] = module_of(inj, &maps, inj->real[fn]);
+	/* the executable's closure: the modules loaded with it */
+	for (size_t i = 0; i < inj->nmods; i++) {
+		if (inj->mods[i].exe) {
+			startup[i] = 1;
+			q[qn++] = i;
+		}
+	}
+	closure(inj, true, startup, q, &qn);
+	for (size_t i = 0; i < inj->nslots; i++) {
+		const struct slot *sl = &inj->slots[i];
+		const struct module *mo = &inj->mods[sl->module];
+
+		if (sl->patched || sl->orig || sl->fn < 0 || done[sl->module])
+			continue;
+		done[sl->module] = true;
+		if (startup[sl->module]) {
+			elsewhere[sl->module] = mo->symbolic ? mo->defines : 0;
+			continue;
+		}
+		memset(mark, 0, inj->nmods);
+		qn = 0;
+		mark[sl->module] = 1;
+		q[qn++] = sl->module;
+		if (!closure(inj, false, mark, q, &qn)) {
+			elsewhere[sl->module] = ~0ull;
+			continue;
+		}
+		for (size_t h = 0; h < qn; h++)
+			for (int fn = 0; fn < PP_AG_NFN; fn++)
+				if ((inj->mods[q[h]].defines >> fn & 1) &&
+				    real_mod[fn] != (ssize_t)q[h])
+					elsewhere[sl->module] |= 1ull << fn;
+	}
+drop:
+	for (size_t i = 0; i < inj->nslots; i++) {
+		const struct slot *sl = &inj->slots[i];
+
+		if (elsewhere && !sl->patched && !sl->orig && sl->fn >= 0 &&
+		    real_mod[sl->fn] != (ssize_t)sl->module &&
+		    (elsewhere[sl->module] >> sl->fn & 1)) {
+			inj->skipped++;
+			continue;
+		}
+		inj->slots[k++] = *sl;
+	}
+	inj->nslots = k;
+	pp_maps__free(&maps);
+	free(startup);
+	free(mark);
+	free(done);
+	free(elsewhere);
+	free(q);
 }
 
 /* ------------------------------------------------------------- the agent */
@@ -894,10 +1183,19 @@ static int map_agent_stopped(void *p)
 			 r == -EPERM ? " (seccomp?)" : "");
 		goto out;
 	}
-	if (write_mem(inj->pid, (uint64_t)scratch, name, sizeof(name)) < 0) {
-		r = -EFAULT;
-		snprintf(reason, n, "cannot write the agent's name into the target");
-		goto unmap;
+	/* through the seized thread: /proc/PID/mem may not open for writing
+	 * (a dumpable process of another uid, podprof without DAC_OVERRIDE) */
+	for (size_t i = 0; i < sizeof(name); i += 8) {
+		uint64_t wv;
+
+		memcpy(&wv, name + i, 8);
+		if (ptrace(PTRACE_POKEDATA, s.t.tid, (void *)((uint64_t)scratch + i), (void *)wv) <
+		    0) {
+			r = -errno;
+			snprintf(reason, n, "cannot write the agent's name into the target: %s",
+				 strerror(errno));
+			goto unmap;
+		}
 	}
 	r = remote_syscall(&s, SYS_memfd_create, (uint64_t)scratch, MFD_CLOEXEC, 0, 0, 0, 0, &tfd);
 	if (r == 0 && tfd < 0)
@@ -907,6 +1205,20 @@ static int map_agent_stopped(void *p)
 		snprintf(reason, n, "memfd_create in the target failed: %s%s", strerror(-r),
 			 r == -EPERM || r == -ENOSYS ? " (seccomp?)" : "");
 		goto unmap;
+	}
+	/* The descriptor the agent keeps (a restarted podprof takes the
+	 * agent over through it) moves to the top of the process's range: its
+	 * own next open() gets the number it would have got without podprof. */
+	{
+		long hi = -1, lim = nofile_soft(inj->pid);
+
+		if (lim > 64 &&
+		    remote_syscall(&s, SYS_fcntl, (uint64_t)tfd, F_DUPFD_CLOEXEC,
+				   (uint64_t)(lim - 16), 0, 0, 0, &hi) == 0 &&
+		    hi >= lim - 16) {
+			remote_syscall(&s, SYS_close, (uint64_t)tfd, 0, 0, 0, 0, 0, &rr);
+			tfd = hi;
+		}
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%ld", (int)inj->pid, tfd);
 	fd = open(fdpath, O_RDWR | O_CLOEXEC);
@@ -1059,6 +1371,7 @@ int pp_inject__prepare(pid_t pid, const struct pp_inject_opts *opts, struct pp_i
 		goto fail;
 	}
 	choose_real(inj);
+	drop_lazy_elsewhere(inj);
 	for (size_t i = 0; i < inj->nslots; i++)
 		patchable += inj->real[inj->slots[i].fn] != 0;
 	if (!inj->real[PP_AG_MALLOC] || !inj->real[PP_AG_FREE] || !patchable) {
@@ -1141,35 +1454,19 @@ const char *pp_inject__probe_path(const struct pp_inject *inj)
 
 /*
  * Where podprof's uprobe goes in a notification point (see agent-blob.c):
- * on the leading 5-byte nop where the kernel optimizes uprobes on such a
- * nop into a call to a trampoline and a syscall (x86-64, Linux 6.18: no
- * int3 trap, no exception path; the target's maps show
- * [uprobes-trampoline]), else 5 bytes further on `push %rbp`, which every
- * kernel emulates (an older kernel would single-step the nop). The
- * syscall is only valid from the trampoline: called here it fails with
- * ENXIO where it exists and ENOSYS where it does not. A target under a
- * seccomp filter is never injected (seccomp_filtered), so the trampoline's
- * syscall never meets a filter.
+ * 5 bytes past its leading 5-byte nop, on `push %rbp`, which every kernel
+ * emulates. Never on the nop itself: Linux 6.18 optimizes a uprobe on a
+ * 5-byte nop into a call to a per-process [uprobes-trampoline] page, which
+ * fork children do not inherit, and a child forked while the probe was
+ * optimized (a pre-fork server's worker) keeps the call after the probe is
+ * gone: SIGSEGV at its next sampled allocation. The nop stays in the agent
+ * for older podprofs' agents (ABI).
  */
-#define PP_NR_UPROBE 336 /* __NR_uprobe, x86-64 */
 #define NOTIFY_NOP5_BYTES 5
 
 static uint64_t notify_skip(void)
 {
-	static atomic_int skip = -1;
-	int v = atomic_load(&skip);
-
-#ifndef __x86_64__
-	return NOTIFY_NOP5_BYTES; /* 336 is another syscall elsewhere */
-#endif
-	if (v < 0) {
-		/* Anything but ENXIO (ENOSYS; EPERM from podprof's own seccomp
-		 * profile, which says nothing of the kernel): the safe choice. */
-		long r = syscall(PP_NR_UPROBE);
-		v = r < 0 && errno == ENXIO ? 0 : NOTIFY_NOP5_BYTES;
-		atomic_store(&skip, v);
-	}
-	return (uint64_t)v;
+	return NOTIFY_NOP5_BYTES;
 }
 
 uint64_t pp_inject__alloc_off(const struct pp_inject *inj)
@@ -1386,6 +1683,7 @@ int pp_inject__patch(struct pp_inject *inj)
 	for (int fn = 0; fn < PP_AG_NFN; fn++)
 		if (before[fn])
 			inj->real[fn] = before[fn];
+	drop_lazy_elsewhere(inj);
 	if (memcmp(before, inj->real, sizeof(before)) != 0) {
 		r = sync_real(inj);
 		if (r < 0)
@@ -2198,6 +2496,8 @@ void pp_inject__detach(struct pp_inject *inj)
 	if (inj->memfd >= 0)
 		close(inj->memfd);
 	free(inj->slots);
+	for (size_t i = 0; i < inj->nmods; i++)
+		free(inj->mods[i].needed);
 	free(inj->mods);
 	free(inj);
 }

@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <stdatomic.h>
 #include <sys/types.h>
@@ -497,6 +499,50 @@ static int map_files_path(pid_t pid, const struct pp_map *m, char *buf, size_t n
 	return 0;
 }
 
+int pp_proc__openat_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
+{
+	if (rootfd < 0 || !path || path[0] != '/')
+		return -EINVAL;
+	while (*path == '/')
+		path++;
+	struct open_how how = {
+		/* openat2 refuses O_PATH with other flags than these */
+		.flags = (uint64_t)(flags | O_CLOEXEC | (flags & O_PATH ? 0 : O_NOCTTY)),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve,
+	};
+	/* "/" itself: "." of the root */
+	int fd = (int)syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+	return fd < 0 ? -errno : fd;
+}
+
+int pp_proc__open_in_root(pid_t pid, const char *path, int flags, uint64_t resolve)
+{
+	char root[64];
+
+	if (pid <= 0 || !path || path[0] != '/')
+		return -EINVAL;
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	/* the one magic link followed on purpose: podprof's /proc to the target's root */
+	_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	return pp_proc__openat_in_root(rfd, path, flags, resolve);
+}
+
+/* No "." or ".." component: the path means the same in any resolution. */
+static bool plain_path(const char *p)
+{
+	while (*p) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += n;
+	}
+	return true;
+}
+
 int pp_proc__root_path(pid_t pid, const char *path, char *buf, size_t n)
 {
 	int k;
@@ -661,15 +707,13 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 	if (flags & PP_RESOLVE_NO_ROOT)
 		return first;
 
-	r = pp_proc__root_path(pid, m->path, path, sizeof(path));
-	if (r < 0)
-		return r;
-	fd = open(path, OPEN_TARGET);
+	fd = pp_proc__open_in_root(pid, m->path, OPEN_TARGET, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = check_fd(fd, m, true);
 	if (r < 0) {
-		pp_dbg("procfs: %s is not the mapped inode %" PRIu64, path, m->inode);
+		pp_dbg("procfs: %s in pid %d's root is not the mapped inode %" PRIu64, m->path,
+		       (int)pid, m->inode);
 		close(fd);
 		return r;
 	}
@@ -713,13 +757,19 @@ uint64_t pp_open_budget__hits(void)
 	return atomic_load(&open_budget_hits);
 }
 
-int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)
+/*
+ * The resolution of pp_proc__open_mapped_ex without keeping the file open:
+ * the path the kernel can follow for it (buf, when not NULL) and its stat
+ * (ret_st, when not NULL).
+ */
+static int resolve_mapped(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n,
+			  struct stat *ret_st)
 {
 	char path[PATH_MAX + 64];
 	struct stat st;
 	int r, first = -ENOENT;
 
-	if (pid <= 0 || !m || !buf || n == 0)
+	if (pid <= 0 || !m || (buf && n == 0))
 		return -EINVAL;
 	if (!mappable(m))
 		return -ENOENT;
@@ -728,6 +778,7 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 		r = map_files_path(pid, m, path, sizeof(path));
 		if (r < 0)
 			return r;
+		/* a link the kernel made to the mapped file: followed on purpose */
 		if (stat(path, &st) == 0) {
 			r = 0;
 			if (!stat_matches(&st, m)) {
@@ -735,9 +786,12 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 				r = fd < 0 ? -errno : check_fd(fd, m, true);
 			}
 			if (r == 0) {
-				if (strlen(path) >= n)
+				if (buf && strlen(path) >= n)
 					return -ENAMETOOLONG;
-				strcpy(buf, path);
+				if (buf)
+					strcpy(buf, path);
+				if (ret_st)
+					*ret_st = st;
 				return 0;
 			}
 			first = r;
@@ -750,24 +804,58 @@ int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, c
 	if (flags & PP_RESOLVE_NO_ROOT)
 		return first;
 
-	r = pp_proc__root_path(pid, m->path, path, sizeof(path));
-	if (r < 0)
-		return r;
-	if (stat(path, &st) < 0)
+	/*
+	 * The path is handed to others (the kernel, for a uprobe) who resolve
+	 * it as plain "/proc/PID/root/<path>": it is only returned when that
+	 * resolution cannot differ from the one checked here (no symlink, no
+	 * "." or ".." on the way; a race with the target remains, see procfs.h).
+	 */
+	if (buf && !plain_path(m->path))
+		return -ENOENT;
+	if (buf) {
+		r = pp_proc__root_path(pid, m->path, path, sizeof(path));
+		if (r < 0)
+			return r;
+	}
+	_cleanup_close_ int pfd =
+		pp_proc__open_in_root(pid, m->path, O_PATH, buf ? RESOLVE_NO_SYMLINKS : 0);
+	if (pfd < 0)
+		return pfd == -ELOOP ? -ENOENT : pfd;
+	if (fstat(pfd, &st) < 0)
 		return -errno;
 	if (!stat_matches(&st, m)) {
 		/* Maybe a stacked file system: check what the kernel maps for it. */
-		_cleanup_close_ int fd = open(path, OPEN_TARGET);
+		if (!S_ISREG(st.st_mode))
+			return -ESTALE;
+		_cleanup_close_ int fd = pp_proc__open_in_root(pid, m->path, OPEN_TARGET,
+							       buf ? RESOLVE_NO_SYMLINKS : 0);
 		if (fd < 0)
-			return -errno;
+			return fd;
 		r = check_fd(fd, m, true);
 		if (r < 0)
 			return r;
 	}
-	if (strlen(path) >= n)
+	if (buf && strlen(path) >= n)
 		return -ENAMETOOLONG;
-	strcpy(buf, path);
+	if (buf)
+		strcpy(buf, path);
+	if (ret_st)
+		*ret_st = st;
 	return 0;
+}
+
+int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)
+{
+	if (!buf)
+		return -EINVAL;
+	return resolve_mapped(pid, m, flags, buf, n, NULL);
+}
+
+int pp_proc__mapped_stat(pid_t pid, const struct pp_map *m, struct stat *ret)
+{
+	if (!ret)
+		return -EINVAL;
+	return resolve_mapped(pid, m, 0, NULL, 0, ret);
 }
 
 int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)

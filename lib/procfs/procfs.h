@@ -127,6 +127,12 @@ int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
  *   reachable through map_files.
  * - Both routes verify the opened file: inode == m->inode and
  *   major/minor(st_dev) == m->dev_major/dev_minor.
+ * - The root route opens through pp_proc__open_in_root (never a plain
+ *   open or stat of "/proc/PID/root/..."). pp_proc__mapped_path returns a
+ *   root path only when it holds no symlink, "." or ".." (else -ENOENT),
+ *   so the kernel's plain resolution of it reaches the inode checked; a
+ *   target that swaps a directory for a symlink between the check and the
+ *   kernel's lookup can still redirect a uprobe attach (not a read).
  * - On overlayfs (the usual container root) maps shows the backing file's
  *   dev/inode while stat on the path shows the overlay's. When the plain
  *   check fails, the opened file is mmapped once in podprof and the
@@ -141,8 +147,32 @@ int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
 int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags);
 int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n);
 
-/* Path of a file inside the target's root: "/proc/PID/root" + path. */
+/* Path of a file inside the target's root: "/proc/PID/root" + path. For
+ * display and for the kernel (uprobes); podprof itself opens target paths
+ * only through pp_proc__open_in_root. */
 int pp_proc__root_path(pid_t pid, const char *path, char *buf, size_t n);
+
+/*
+ * Opens path (absolute, as the target sees it) inside pid's root:
+ * openat2 on /proc/PID/root with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
+ * | resolve, so "..", absolute symlinks and /proc/N/root links cannot
+ * leave the target's root (bind mounts inside it are followed:
+ * RESOLVE_NO_XDEV would refuse them). flags: open(2) flags, O_CLOEXEC and
+ * O_NOCTTY added. fd or -errno; -ENOSYS before Linux 5.6 (no plain-open
+ * fallback). pp_proc__openat_in_root does the same inside the directory
+ * rootfd (e.g. podprof's /usr/lib/debug).
+ */
+int pp_proc__open_in_root(pid_t pid, const char *path, int flags, uint64_t resolve);
+int pp_proc__openat_in_root(int rootfd, const char *path, int flags, uint64_t resolve);
+
+/*
+ * The stat of m's file, resolved and checked as pp_proc__mapped_path does
+ * (without handing a path to anyone: symlinks inside the target's root are
+ * followed, in that root). For caches keyed by device and inode. 0 or
+ * -errno.
+ */
+struct stat;
+int pp_proc__mapped_stat(pid_t pid, const struct pp_map *m, struct stat *ret);
 
 /*
  * GNU build id from the NT_GNU_BUILD_ID note ("GNU\0", type 3, 1..64

@@ -540,10 +540,8 @@ static struct st_bid *bids_read(struct pp_store *st, pid_t pid, const struct pp_
 			b[i] = b[j];
 			continue;
 		}
-		char path[PATH_MAX + 64];
 		struct stat sb;
-		if (pp_proc__mapped_path_ex(pid, m, 0, path, sizeof(path)) == 0 &&
-		    stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		if (pp_proc__mapped_stat(pid, m, &sb) == 0 && S_ISREG(sb.st_mode)) {
 			bid_stat(&b[i], &sb);
 			if (obj_lookup_stat(st, &b[i]))
 				continue;

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <dirent.h>
 #include <unistd.h>
 
@@ -45,17 +46,17 @@
 #define HEALTHY_NS 60000000000ull /* a helper that ran this long restarts at once */
 #define EXIT_RECYCLE 3 /* the helper used half its CPU budget and left */
 #define STR_NULL 0xffffffffu
+#define N_ARGS 7 /* the helper's arguments after PP_SYMISO_HELPER_ARG */
+#define READY_OWN_UID 1u /* M_READY flags: it runs as helper_uid */
 
 enum msg_type {
-	M_RESOLVE = 0x52534c31, /* podprof -> helper */
-	M_JIT,
-	M_OPEN, /* helper -> podprof: open a file for me */
-	M_OPEN_REPLY, /* podprof -> helper: err, fd in SCM_RIGHTS when 0 */
-	M_RESULT, /* helper -> podprof */
-	M_READY, /* helper -> podprof: confined, serving */
+	M_RESOLVE = PP_SYMISO_M_RESOLVE,
+	M_JIT = PP_SYMISO_M_JIT,
+	M_OPEN = PP_SYMISO_M_OPEN,
+	M_OPEN_REPLY = PP_SYMISO_M_OPEN_REPLY,
+	M_RESULT = PP_SYMISO_M_RESULT,
+	M_READY = PP_SYMISO_M_READY,
 };
-
-enum open_kind { OPEN_MAPPED = 1, OPEN_ROOT, OPEN_PERF_MAP };
 
 #define RES_HAS_FUNCTION 1u
 #define RES_HAS_FILE 2u
@@ -425,38 +426,58 @@ static int helper_ask(struct helper *h, struct wr *w)
 	return err == 0 ? fd : (err < 0 ? err : -EIO);
 }
 
+/*
+ * The helper names what it wants, never where it is: podprof derives the
+ * file from the request it is serving (the pid and map are not sent).
+ */
 static int helper_open_mapped(void *ctx, pid_t pid, const struct pp_map *m)
 {
 	struct helper *h = ctx;
-	uint8_t b[PATH_MAX + 128];
+	uint8_t b[16];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid, (void)m;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_MAPPED);
-	put32(&w, (uint32_t)pid);
-	put_map(&w, m);
+	put32(&w, PP_SYMISO_OPEN_MAPPED);
 	return helper_ask(h, &w);
 }
 
-static int helper_open_in_root(void *ctx, pid_t pid, const char *path)
+static int helper_open_debug_id(void *ctx, pid_t pid, const uint8_t *id, size_t id_len)
 {
 	struct helper *h = ctx;
-	uint8_t b[PATH_MAX + 64];
+	uint8_t b[16 + PP_BUILD_ID_MAX];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid;
+	if (id_len > PP_BUILD_ID_MAX)
+		return -ENOENT;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_ROOT);
-	put32(&w, (uint32_t)pid);
-	put_str(&w, path, PATH_MAX);
+	put32(&w, PP_SYMISO_OPEN_DEBUG_ID);
+	put32(&w, (uint32_t)id_len);
+	put(&w, id, id_len);
+	return helper_ask(h, &w);
+}
+
+static int helper_open_debuglink(void *ctx, pid_t pid, const char *mapped_path, const char *name,
+				 unsigned cand)
+{
+	struct helper *h = ctx;
+	uint8_t b[32 + 256];
+	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid, (void)mapped_path;
+	put32(&w, M_OPEN);
+	put32(&w, PP_SYMISO_OPEN_DEBUGLINK);
+	put32(&w, cand);
+	put_str(&w, name, 255);
 	return helper_ask(h, &w);
 }
 
 static int helper_open_perf_map(void *ctx, pid_t pid)
 {
 	struct helper *h = ctx;
-	uint8_t b[64];
+	uint8_t b[16];
 	struct wr w = { .p = b, .cap = sizeof(b) };
+	(void)pid;
 	put32(&w, M_OPEN);
-	put32(&w, OPEN_PERF_MAP);
-	put32(&w, (uint32_t)pid);
+	put32(&w, PP_SYMISO_OPEN_PERF_MAP);
 	return helper_ask(h, &w);
 }
 
@@ -541,15 +562,43 @@ static int install_seccomp(void)
 #endif
 }
 
-/* Every capability gone (the bounding set only where CAP_SETPCAP allows). */
-static int drop_caps(void)
+/*
+ * Every capability gone (the bounding set only where CAP_SETPCAP allows),
+ * and, between the bounding set (which needs CAP_SETPCAP) and the rest
+ * (which a change of uid clears anyway), the real and effective uid and
+ * every gid set to uid (no supplementary groups). *ret_own_uid: whether the ids
+ * changed (it takes CAP_SETUID and CAP_SETGID, and uid mapped in podprof's
+ * user namespace); without them the helper stays podprof's uid, and only
+ * non-dumpable.
+ */
+static int drop_privileges(uint32_t uid, bool *ret_own_uid)
 {
+	*ret_own_uid = false;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	for (int c = 0; c < 64; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno == EINVAL)
 			break;
+	if (uid) {
+		/*
+		 * gid first: setresgid needs the CAP_SETGID that setresuid drops.
+		 * The saved uid stays podprof's: podprof (which keeps no CAP_KILL)
+		 * can still kill a helper that hangs, as can any process of
+		 * podprof's uid (a denial of names, nothing more). ptrace,
+		 * pidfd_getfd and /proc/PID/{root,fd,mem} need the caller's uid
+		 * to equal all three, and a non-dumpable target besides. The
+		 * seccomp filter keeps the helper from taking the saved uid back.
+		 */
+		uid_t saved = getuid();
+		bool ok = (setgroups(0, NULL) == 0 || errno == EPERM) &&
+			  setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) == 0 &&
+			  setresuid((uid_t)uid, (uid_t)uid, saved) == 0;
+		uid_t r, e, sv;
+		*ret_own_uid = ok && getresuid(&r, &e, &sv) == 0 && r == uid && e == uid;
+		/* a change of credentials sets dumpable to fs.suid_dumpable: again */
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	}
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof(data));
@@ -663,13 +712,22 @@ static void helper_serve(struct helper *h, uint64_t cpu_seconds)
 int pp_symiso__helper_main(int argc, char **argv)
 {
 	static struct helper h;
-	uint64_t v[6] = { 0 };
+	uint64_t v[N_ARGS] = { 0 };
 
-	if (argc != 8 || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
+	/*
+	 * Before anything else: while dumpable, a process of the same uid
+	 * could read its memory, take its socket (pidfd_getfd) or walk
+	 * /proc/PID/root and /proc/PID/fd. (Until drop_privileges it is
+	 * protected by podprof's capabilities, which the application lacks.)
+	 */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (argc != 2 + N_ARGS || strcmp(argv[1], PP_SYMISO_HELPER_ARG))
 		return 2;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < N_ARGS; i++)
 		if (pp_parse_u64(argv[2 + i], 10, 0, UINT64_MAX, &v[i]) < 0)
 			return 2;
+	if (v[6] > UINT32_MAX - 1)
+		return 2;
 	uint64_t memory_mib = v[0], cpu_seconds = v[1];
 	pp_log_setup((enum pp_log_level)PP_MIN(v[4], (uint64_t)PP_LOG_DEBUG),
 		     v[5] ? PP_LOG_JSON : PP_LOG_TEXT);
@@ -679,7 +737,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 	if (fstat(HELPER_FD, &sb) < 0 || !S_ISSOCK(sb.st_mode))
 		return 2;
 	close_inherited();
-	int r = drop_caps();
+	bool own_uid;
+	int r = drop_privileges((uint32_t)v[6], &own_uid);
 	if (r < 0) {
 		pp_dbg("symbolizer helper: cannot drop capabilities: %s", strerror(-r));
 		return 2;
@@ -701,7 +760,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 		return 2;
 	static const struct pp_sym_opener opener = {
 		.open_mapped = helper_open_mapped,
-		.open_in_root = helper_open_in_root,
+		.open_debug_id = helper_open_debug_id,
+		.open_debuglink = helper_open_debuglink,
 		.open_perf_map = helper_open_perf_map,
 		.ctx = &h,
 	};
@@ -713,8 +773,8 @@ int pp_symiso__helper_main(int argc, char **argv)
 		pp_dbg("symbolizer helper: cannot install the seccomp filter: %s", strerror(-r));
 		return 2;
 	}
-	uint32_t ready = M_READY;
-	if (send_msg(HELPER_FD, &ready, sizeof(ready), -1, 0) < 0)
+	uint32_t ready[2] = { M_READY, own_uid ? READY_OWN_UID : 0 };
+	if (send_msg(HELPER_FD, ready, sizeof(ready), -1, 0) < 0)
 		_exit(1);
 	helper_serve(&h, cpu_seconds);
 	/* _exit: no atexit work (and no leak check) past the filter */
@@ -734,7 +794,7 @@ struct refkey {
 struct pp_symiso {
 	pthread_mutex_t lock;
 	struct pp_symiso_opts o;
-	char args[6][24];
+	char args[N_ARGS][24];
 	int fd;
 	_Atomic pid_t pid;
 	uint64_t started_ns, next_spawn_ns, backoff_ns;
@@ -777,7 +837,7 @@ static int spawn(struct pp_symiso *s)
 {
 	int sv[2];
 	char *argv[] = { "podprof-sym", PP_SYMISO_HELPER_ARG, s->args[0], s->args[1], s->args[2],
-			 s->args[3],	s->args[4],	      s->args[5], NULL };
+			 s->args[3],	s->args[4],	      s->args[5], s->args[6], NULL };
 	char *envp[] = { NULL };
 	const char *exe = s->o.exe ? s->o.exe : "/proc/self/exe";
 
@@ -824,15 +884,16 @@ static int spawn(struct pp_symiso *s)
 		pr = poll(&p, 1, (int)PP_MIN(timeout_ms, 10000ull));
 	while (pr < 0 && errno == EINTR);
 	ssize_t n = pr > 0 ? recv_msg(s->fd, b, sizeof(b), &pfd) : -ETIMEDOUT;
-	uint32_t type = 0;
-	if (n == (ssize_t)sizeof(type))
-		memcpy(&type, b, sizeof(type));
+	uint32_t ready[2] = { 0, 0 };
+	if (n == (ssize_t)sizeof(ready))
+		memcpy(ready, b, sizeof(ready));
 	if (pfd >= 0)
 		close(pfd);
-	if (type != M_READY) {
+	if (ready[0] != M_READY || (ready[1] & ~READY_OWN_UID)) {
 		reap(s, true);
 		return n < 0 ? (int)n : -EIO;
 	}
+	s->st.shared_uid = !(ready[1] & READY_OWN_UID);
 	return 0;
 }
 
@@ -948,38 +1009,69 @@ static void refuse(struct pp_symiso *s, const struct refkey *k)
 	s->refused[s->n_refused++] = *k;
 }
 
-/* Lock held: open what the helper asks for, within what this request allows. */
-static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, pid_t req_pid)
+/* What podprof knows of the request it is serving; the only source of paths. */
+struct req {
+	pid_t pid;
+	const struct pp_map *m; /* NULL for a perf map request */
+};
+
+/* What the helper asks for, derived from req. fd or -errno (any reason). */
+static int derive_open(const struct req *q, struct rd *r)
+{
+	uint32_t kind = get32(r);
+
+	if (r->bad || q->pid <= 0)
+		return -ENOENT;
+	switch (kind) {
+	case PP_SYMISO_OPEN_MAPPED:
+		if (r->left || !q->m)
+			return -ENOENT;
+		return pp_proc__open_mapped(q->pid, q->m);
+	case PP_SYMISO_OPEN_DEBUG_ID: {
+		uint8_t id[PP_BUILD_ID_MAX];
+		uint32_t n = get32(r);
+		if (r->bad || n == 0 || n > PP_BUILD_ID_MAX || n != r->left || !q->m)
+			return -ENOENT;
+		get(r, id, n);
+		/* any build id: the file opened must carry it (the dwz common file
+		 * has its own), and only .build-id paths are built */
+		return pp_sym__open_debug_id_direct(q->pid, id, n);
+	}
+	case PP_SYMISO_OPEN_DEBUGLINK: {
+		uint32_t cand = get32(r);
+		char *name;
+		get_str(r, 255, &name);
+		int fd = -ENOENT;
+		if (!r->bad && !r->left && q->m && q->m->path && pp_sym__debuglink_name_ok(name))
+			fd = pp_sym__open_debuglink_direct(q->pid, q->m->path, name, cand);
+		free(name);
+		return fd;
+	}
+	case PP_SYMISO_OPEN_PERF_MAP:
+		if (r->left)
+			return -ENOENT;
+		return pp_sym__open_perf_map_direct(q->pid);
+	default:
+		return -ENOENT;
+	}
+}
+
+/*
+ * Lock held: open what the helper asks for, derived from the request being
+ * served. Whatever the reason (refused, malformed, missing, not the mapped
+ * inode, not a regular file) the answer is the same -ENOENT: no oracle.
+ */
+static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, const struct req *q)
 {
 	struct rd r = { .p = b, .left = len };
 	get32(&r);
-	uint32_t kind = get32(&r);
-	pid_t pid = (pid_t)get32(&r);
-	int fd = -EPERM;
-
-	if (kind == OPEN_MAPPED) {
-		struct pp_map m;
-		get_map(&r, &m);
-		if (!r.bad && !r.left && pid == req_pid && req_pid > 0 && m.path && !m.special)
-			fd = pp_proc__open_mapped(pid, &m);
-		free(m.path);
-	} else if (kind == OPEN_ROOT) {
-		char *path;
-		get_str(&r, PATH_MAX - 1, &path);
-		/* the request's root, or podprof's own debug files */
-		if (!r.bad && !r.left && path &&
-		    ((pid == req_pid && req_pid > 0) ||
-		     (pid == 0 && !strncmp(path, "/usr/lib/debug/", 15) && !strstr(path, "/../"))))
-			fd = pp_sym__open_in_root_direct(pid, path);
-		free(path);
-	} else if (kind == OPEN_PERF_MAP) {
-		if (!r.bad && !r.left && pid == req_pid && req_pid > 0)
-			fd = pp_sym__open_perf_map_direct(pid);
-	}
+	int fd = derive_open(q, &r);
+	if (fd < 0)
+		s->st.opens_refused++;
 	uint8_t rb[8];
 	struct wr w = { .p = rb, .cap = sizeof(rb) };
 	put32(&w, M_OPEN_REPLY);
-	put32(&w, (uint32_t)(fd >= 0 ? 0 : fd));
+	put32(&w, (uint32_t)(fd >= 0 ? 0 : -ENOENT));
 	int e = send_msg(s->fd, rb, w.len, fd, MSG_DONTWAIT);
 	if (fd >= 0)
 		close(fd);
@@ -987,7 +1079,7 @@ static int serve_open(struct pp_symiso *s, const uint8_t *b, size_t len, pid_t r
 }
 
 /* Lock held: one request (buf[0..len)), answered into ret. */
-static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct refkey *key,
+static int call(struct pp_symiso *s, size_t len, const struct req *q, const struct refkey *key,
 		struct pp_sym_result *ret)
 {
 	uint64_t timeout_ns =
@@ -1040,7 +1132,7 @@ static int call(struct pp_symiso *s, size_t len, pid_t req_pid, const struct ref
 		if (n >= 4)
 			memcpy(&type, rb, 4);
 		if (n > 0 && type == M_OPEN && opens++ < MAX_OPENS_PER_REQUEST) {
-			if (serve_open(s, rb, (size_t)n, req_pid) == 0)
+			if (serve_open(s, rb, (size_t)n, q) == 0)
 				continue;
 		} else if (n > 0 && type == M_RESULT) {
 			int rc;
@@ -1105,9 +1197,10 @@ int pp_symiso__resolve(struct pp_symiso *s, pid_t pid, const struct pp_map *m,
 		put_map(&w, m);
 		put32(&w, (uint32_t)build_id_len);
 		put(&w, build_id, build_id_len);
-		r = w.bad ? -ENAMETOOLONG : call(s, w.len, pid, &k, ret);
+		struct req q = { .pid = pid, .m = m };
+		r = w.bad ? -ENAMETOOLONG : call(s, w.len, &q, &k, ret);
 		if (r == -ECONNRESET)
-			r = call(s, w.len, pid, &k, ret);
+			r = call(s, w.len, &q, &k, ret);
 	}
 	bool lost = r == -EPERM || r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET;
 	if (lost)
@@ -1136,9 +1229,10 @@ int pp_symiso__resolve_jit(struct pp_symiso *s, pid_t pid, uint64_t addr, struct
 		put32(&w, M_JIT);
 		put32(&w, (uint32_t)pid);
 		put64(&w, addr);
-		r = call(s, w.len, pid, &k, ret);
+		struct req q = { .pid = pid };
+		r = call(s, w.len, &q, &k, ret);
 		if (r == -ECONNRESET)
-			r = call(s, w.len, pid, &k, ret);
+			r = call(s, w.len, &q, &k, ret);
 		if (r == -EAGAIN || r == -EIO || r == -ETIMEDOUT || r == -ECONNRESET)
 			s->st.requests_refused++;
 	}
@@ -1192,16 +1286,18 @@ struct pp_symiso *pp_symiso__new(const struct pp_symiso_opts *opts)
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->pub_lock, NULL);
-	uint64_t v[6] = { opts->memory_mib,
-			  opts->cpu_seconds,
-			  opts->cache_bytes,
-			  opts->no_dwarf,
-			  (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level),
-			  opts->log_json };
-	for (int i = 0; i < 6; i++)
+	uint64_t v[N_ARGS] = { opts->memory_mib,
+			       opts->cpu_seconds,
+			       opts->cache_bytes,
+			       opts->no_dwarf,
+			       (uint64_t)(opts->log_level < 0 ? 0 : opts->log_level),
+			       opts->log_json,
+			       opts->helper_uid ? opts->helper_uid : PP_SYMISO_HELPER_UID };
+	for (int i = 0; i < N_ARGS; i++)
 		snprintf(s->args[i], sizeof(s->args[i]), "%" PRIu64, v[i]);
 	pthread_mutex_lock(&s->lock);
 	int r = spawn(s);
+	publish(s);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
 		pthread_mutex_destroy(&s->lock);

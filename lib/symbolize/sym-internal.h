@@ -15,13 +15,16 @@
 int pp_sym__result_one(struct pp_sym_result *ret, const char *name, bool has_function);
 
 /*
- * Every file the symbolizer reads is opened through these three, which go
- * to the opener set by pp_sym__set_opener (symbolize.h) when there is one,
- * else to the _direct versions. fd or -errno.
+ * Every file the symbolizer reads is opened through these, which go to the
+ * opener set by pp_sym__set_opener (symbolize.h) when there is one, else to
+ * the _direct versions. fd or -errno.
  */
-int pp_sym__open_in_root(pid_t pid, const char *path);
 int pp_sym__open_mapped(pid_t pid, const struct pp_map *m);
+int pp_sym__open_debug_id(pid_t pid, const uint8_t *id, size_t id_len);
+int pp_sym__open_debuglink(pid_t pid, const char *mapped_path, const char *name, unsigned cand);
 int pp_sym__open_perf_map(pid_t pid);
+
+#define OWN_DEBUG_DIR PP_SYM_OWN_DEBUG_DIR
 /* /tmp/perf-PID.map in pid's root, PID as the target sees itself (kernel.c). */
 int pp_sym__open_perf_map_direct(pid_t pid);
 

@@ -290,11 +290,18 @@ int pp_sym__open_mapped(pid_t pid, const struct pp_map *m)
 	return pp_proc__open_mapped(pid, m);
 }
 
-int pp_sym__open_in_root(pid_t pid, const char *path)
+int pp_sym__open_debug_id(pid_t pid, const uint8_t *id, size_t id_len)
 {
 	if (opener)
-		return opener->open_in_root(opener->ctx, pid, path);
-	return pp_sym__open_in_root_direct(pid, path);
+		return opener->open_debug_id(opener->ctx, pid, id, id_len);
+	return pp_sym__open_debug_id_direct(pid, id, id_len);
+}
+
+int pp_sym__open_debuglink(pid_t pid, const char *mapped_path, const char *name, unsigned cand)
+{
+	if (opener)
+		return opener->open_debuglink(opener->ctx, pid, mapped_path, name, cand);
+	return pp_sym__open_debuglink_direct(pid, mapped_path, name, cand);
 }
 
 int pp_sym__open_perf_map(pid_t pid)
@@ -304,44 +311,97 @@ int pp_sym__open_perf_map(pid_t pid)
 	return pp_sym__open_perf_map_direct(pid);
 }
 
-int pp_sym__open_in_root_direct(pid_t pid, const char *path)
+/* fd if it is a regular file (O_NONBLOCK cleared), else closed and -ENOENT. */
+static int regular_only(int fd)
 {
-	int fd = -1;
-	if (!path || path[0] != '/')
-		return -EINVAL;
-	if (pid > 0) {
-		char root[64];
-		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-		_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (rfd < 0)
-			return -errno;
-		struct open_how how = {
-			.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
-			.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-		};
-		fd = (int)syscall(SYS_openat2, rfd, path + 1, &how, sizeof(how));
-		if (fd < 0 && errno == ENOSYS) {
-			char buf[PATH_MAX];
-			int r = pp_proc__root_path(pid, path, buf, sizeof(buf));
-			if (r < 0)
-				return r;
-			fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		}
-	} else {
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	}
-	if (fd < 0)
-		return -errno;
 	struct stat st;
+	if (fd < 0)
+		return fd;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return -EINVAL;
+		return -ENOENT;
 	}
 	/* regular file: O_NONBLOCK is meaningless, clear it anyway */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl >= 0)
 		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	return fd;
+}
+
+#define OPEN_DEBUG_FLAGS (O_RDONLY | O_NONBLOCK)
+
+int pp_sym__open_in_root_direct(pid_t pid, const char *path)
+{
+	if (pid <= 0 || !path || path[0] != '/')
+		return -EINVAL;
+	return regular_only(pp_proc__open_in_root(pid, path, OPEN_DEBUG_FLAGS, 0));
+}
+
+/* path (absolute) under podprof's own /usr/lib/debug, which it cannot leave. */
+static int open_in_own_debug_dir(const char *path)
+{
+	_cleanup_close_ int dfd = open(OWN_DEBUG_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	return regular_only(pp_proc__openat_in_root(dfd, path, OPEN_DEBUG_FLAGS, 0));
+}
+
+int pp_sym__open_debug_id_direct(pid_t pid, const uint8_t *id, size_t id_len)
+{
+	char hex[2 * PP_BUILD_ID_MAX + 1], rel[2 * PP_BUILD_ID_MAX + 32];
+
+	if (!id || id_len == 0 || id_len > PP_BUILD_ID_MAX)
+		return -ENOENT;
+	pp_buildid__hex(id, id_len, hex);
+	snprintf(rel, sizeof(rel), "/.build-id/%.2s/%s.debug", hex, hex + 2);
+	for (int i = 0; i < 2; i++) {
+		int fd;
+		if (i == 0) {
+			char path[sizeof(rel) + sizeof(OWN_DEBUG_DIR)];
+			snprintf(path, sizeof(path), "%s%s", OWN_DEBUG_DIR, rel);
+			fd = pid > 0 ? pp_sym__open_in_root_direct(pid, path) : -ENOENT;
+		} else {
+			fd = open_in_own_debug_dir(rel);
+		}
+		if (fd < 0)
+			continue;
+		uint8_t got[PP_BUILD_ID_MAX];
+		size_t gl;
+		if (pp_buildid__from_fd(fd, got, &gl) == 0 && gl == id_len && !memcmp(got, id, gl))
+			return fd;
+		close(fd);
+	}
+	return -ENOENT;
+}
+
+bool pp_sym__debuglink_name_ok(const char *name)
+{
+	size_t n = name ? strnlen(name, 256) : 0;
+	return n > 0 && n < 256 && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
+}
+
+int pp_sym__open_debuglink_direct(pid_t pid, const char *mapped_path, const char *name,
+				  unsigned cand)
+{
+	char dir[PATH_MAX], buf[PATH_MAX];
+
+	if (!mapped_path || mapped_path[0] != '/' || !pp_sym__debuglink_name_ok(name) ||
+	    cand >= PP_SYM_DEBUGLINK_CANDIDATES)
+		return -ENOENT;
+	const char *slash = strrchr(mapped_path, '/');
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - mapped_path), mapped_path);
+	/* dir/link, dir/.debug/link, /usr/lib/debug/dir/link (target's root), the
+	 * same under podprof's /usr/lib/debug */
+	static const char *const mid[] = { "", "/.debug", "", "" };
+	int n = snprintf(buf, sizeof(buf), "%s%s%s/%s", cand == 2 ? OWN_DEBUG_DIR : "", dir,
+			 mid[cand], name);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return -ENOENT;
+	if (cand == 0 && !strcmp(buf, mapped_path))
+		return -ENOENT; /* the file itself */
+	if (cand == 3)
+		return open_in_own_debug_dir(buf);
+	return pid > 0 ? pp_sym__open_in_root_direct(pid, buf) : -ENOENT;
 }
 
 /* ---------- ELF helpers ---------- */
@@ -785,11 +845,10 @@ static bool crc_matches(int fd, uint32_t want)
 	return (uint32_t)crc == want;
 }
 
-/* Debug file candidate: must have usable content and match id (or crc when no id). */
-static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_len, bool check_crc,
-		     uint32_t crc)
+/* Debug file candidate fd: must match id (or crc when no id). fd, or closed and -ESTALE. */
+static int check_debug(int fd, const char *what, pid_t pid, const uint8_t *id, size_t id_len,
+		       bool check_crc, uint32_t crc)
 {
-	int fd = pp_sym__open_in_root(pid, path);
 	if (fd < 0)
 		return fd;
 	uint8_t got[PP_BUILD_ID_MAX];
@@ -803,7 +862,7 @@ static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_l
 	else
 		ok = false;
 	if (!ok) {
-		pp_dbg("symbolize: debug file %s (pid %d root) does not match, rejected", path,
+		pp_dbg("symbolize: debug file %s (pid %d) does not match, rejected", what,
 		       (int)pid);
 		close(fd);
 		return -ESTALE;
@@ -811,23 +870,23 @@ static int try_debug(pid_t pid, const char *path, const uint8_t *id, size_t id_l
 	return fd;
 }
 
-/* Opens the separate debug file of elf (mapped as path in pid). fd or -errno. */
+/*
+ * Opens the separate debug file of elf (mapped as path in pid): by build
+ * id, else by .gnu_debuglink name. The paths are derived by the opener, not
+ * here: in the isolated helper, by podprof. fd or -errno.
+ */
 static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t *id, size_t id_len,
 			   char *ret_path, size_t ret_size)
 {
-	pid_t roots[2] = { pid, 0 };
-	char buf[PATH_MAX];
-
 	if (id_len) {
-		char hex[2 * PP_BUILD_ID_MAX + 1];
-		pp_buildid__hex(id, id_len, hex);
-		snprintf(buf, sizeof(buf), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
-		for (int i = 0; i < 2; i++) {
-			int fd = try_debug(roots[i], buf, id, id_len, false, 0);
-			if (fd >= 0) {
-				snprintf(ret_path, ret_size, "%s", buf);
-				return fd;
-			}
+		int fd = check_debug(pp_sym__open_debug_id(pid, id, id_len), "by build id", pid, id,
+				     id_len, false, 0);
+		if (fd >= 0) {
+			char hex[2 * PP_BUILD_ID_MAX + 1];
+			pp_buildid__hex(id, id_len, hex);
+			snprintf(ret_path, ret_size, OWN_DEBUG_DIR "/.build-id/%.2s/%s.debug", hex,
+				 hex + 2);
+			return fd;
 		}
 	}
 
@@ -841,8 +900,7 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 	const char *link = d->d_buf;
 	size_t ll = strnlen(link, d->d_size);
 	size_t crc_off = (ll + 4) & ~(size_t)3;
-	if (ll == 0 || ll >= 256 || crc_off + 4 > d->d_size || memchr(link, '/', ll) ||
-	    !strcmp(link, ".") || !strcmp(link, ".."))
+	if (ll == 0 || ll >= 256 || crc_off + 4 > d->d_size || !pp_sym__debuglink_name_ok(link))
 		return -ENOENT;
 	uint32_t crc;
 	memcpy(&crc, (const char *)d->d_buf + crc_off, 4);
@@ -851,28 +909,16 @@ static int find_debug_file(pid_t pid, const char *path, Elf *elf, const uint8_t 
 	    (eh.e_ident[EI_DATA] == ELFDATA2MSB) != (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__))
 		crc = __builtin_bswap32(crc);
 
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	if (!slash || slash == path)
-		snprintf(dir, sizeof(dir), "%s", "");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	/* dir/link, dir/.debug/link, /usr/lib/debug/dir/link */
-	static const char *const mids[][2] = { { "", "/" },
-					       { "", "/.debug/" },
-					       { "/usr/lib/debug", "/" } };
-	for (size_t k = 0; k < ARRAY_SIZE(mids); k++) {
-		int n = snprintf(buf, sizeof(buf), "%s%s%s%s", mids[k][0], dir, mids[k][1], link);
-		if (n < 0 || (size_t)n >= sizeof(buf))
-			continue;
-		if (k == 0 && !strcmp(buf, path))
-			continue; /* the file itself */
-		for (int i = 0; i < 2; i++) {
-			int fd = try_debug(roots[i], buf, id, id_len, true, crc);
-			if (fd >= 0) {
-				snprintf(ret_path, ret_size, "%s", buf);
-				return fd;
-			}
+	for (unsigned k = 0; k < PP_SYM_DEBUGLINK_CANDIDATES; k++) {
+		int fd = check_debug(pp_sym__open_debuglink(pid, path, link, k), link, pid, id,
+				     id_len, true, crc);
+		if (fd >= 0) {
+			/* for logs: where it was found */
+			const char *slash = strrchr(path, '/');
+			snprintf(ret_path, ret_size, "%s%.*s%s/%s", k >= 2 ? OWN_DEBUG_DIR : "",
+				 (int)(slash ? slash - path : 0), path, k == 1 ? "/.debug" : "",
+				 link);
+			return fd;
 		}
 	}
 	return -ENOENT;
@@ -1226,11 +1272,11 @@ static struct sym_file *file_new(void)
 /*
  * dwz moves DWARF shared by several files into one "alt" file named by
  * .gnu_debugaltlink (path + build id). libdw would look for it in podprof's
- * root only: find it in the target's root first (the named path, relative
- * to the DWARF file's directory, then the build-id path), check its build
- * id, and hand it to libdw. Without it the shared parts stay unresolved.
+ * root only: find it through the opener (see below), check its build id,
+ * and hand it to libdw. Without it the shared parts stay unresolved.
  */
-static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path, uint64_t max)
+static void attach_alt(struct sym_file *f, pid_t pid, const char *mapped_path, bool own_dwarf,
+		       uint64_t max)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(f->dw_elf, ".gnu_debugaltlink", &sh);
@@ -1246,25 +1292,23 @@ static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path, ui
 	const uint8_t *id = (const uint8_t *)name + nl + 1;
 	size_t id_len = d->d_size - nl - 1;
 
-	char cand[3][PATH_MAX];
-	size_t nc = 0;
-	if (name[0] == '/') {
-		snprintf(cand[nc++], PATH_MAX, "%s", name);
-	} else if (dwarf_path && dwarf_path[0] == '/') {
-		const char *sl = strrchr(dwarf_path, '/');
-		int n = snprintf(cand[nc], PATH_MAX, "%.*s/%s", (int)(sl - dwarf_path), dwarf_path,
-				 name);
-		if (n > 0 && n < PATH_MAX)
-			nc++;
-	}
-	char hex[2 * PP_BUILD_ID_MAX + 1];
-	pp_buildid__hex(id, id_len, hex);
-	snprintf(cand[nc++], PATH_MAX, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
-
-	pid_t roots[2] = { pid, 0 };
-	for (size_t c = 0; c < nc; c++) {
-		for (int r = 0; r < 2; r++) {
-			int fd = try_debug(roots[r], cand[c], id, id_len, false, 0);
+	/*
+	 * Where the opener can derive it: a plain name next to the mapped file
+	 * (when the DWARF is the mapped file's own), and the common file's build
+	 * id under .build-id (Debian and Fedora link dwz files there). Absolute
+	 * names and names relative to a separate debug file are not followed:
+	 * they would be paths of the file's choosing.
+	 */
+	for (int c = 0; c < 2; c++) {
+		int fd;
+		if (c == 0)
+			fd = own_dwarf && pp_sym__debuglink_name_ok(name)
+				     ? pp_sym__open_debuglink(pid, mapped_path, name, 0)
+				     : -ENOENT;
+		else
+			fd = pp_sym__open_debug_id(pid, id, id_len);
+		fd = check_debug(fd, name, pid, id, id_len, false, 0);
+		{
 			if (fd < 0)
 				continue;
 			Elf *e = elf_open(fd);
@@ -1290,7 +1334,7 @@ static void attach_alt(struct sym_file *f, pid_t pid, const char *dwarf_path, ui
 			return;
 		}
 	}
-	pp_dbg("symbolize: dwz file %s not found for %s", name, dwarf_path ? dwarf_path : "?");
+	pp_dbg("symbolize: dwz file %s not found for %s", name, mapped_path);
 }
 
 /*
@@ -1365,7 +1409,7 @@ static void file_load(struct sym_file *f, pid_t pid, const char *path, int fd, b
 				f->dw_elf = de;
 				f->dw_fd = dfd;
 				f->bytes += ds;
-				attach_alt(f, pid, de == elf ? path : dbg_path, cache_max / 2 - ds);
+				attach_alt(f, pid, path, de == elf, cache_max / 2 - ds);
 				if (de == elf)
 					elf = NULL, fd = -1;
 				else

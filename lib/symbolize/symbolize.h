@@ -123,27 +123,58 @@ struct pp_symbolizer_stats {
 void pp_symbolizer__stats(struct pp_symbolizer *s, struct pp_symbolizer_stats *ret);
 
 /*
- * Where the symbolizer's files come from. By default it opens them itself:
- * the mapped file through pp_proc__open_mapped, debug files and perf maps
- * with pp_sym__open_in_root_direct. The isolated helper process (isolate.h)
- * sets an opener that asks the privileged process for each fd instead.
+ * Where the symbolizer's files come from. It never names a path itself:
+ * it asks for "the mapped file", "the debug file of build id X", "the
+ * .gnu_debuglink file N, candidate k" or "the perf map", and the opener
+ * derives the path. By default the symbolizer opens them itself (the
+ * _direct functions below); the isolated helper process (isolate.h) sets
+ * an opener that asks the privileged process, which derives the paths
+ * from its own request and ignores what the helper cannot be trusted with.
  * Process-wide; set once, before any symbolizer is used. Each function
  * returns an fd (owned by the caller) or -errno.
  */
 struct pp_sym_opener {
 	int (*open_mapped)(void *ctx, pid_t pid, const struct pp_map *m);
-	int (*open_in_root)(void *ctx, pid_t pid, const char *path); /* pid 0: podprof's root */
+	int (*open_debug_id)(void *ctx, pid_t pid, const uint8_t *id, size_t id_len);
+	int (*open_debuglink)(void *ctx, pid_t pid, const char *mapped_path, const char *name,
+			      unsigned cand);
 	int (*open_perf_map)(void *ctx, pid_t pid);
 	void *ctx;
 };
 void pp_sym__set_opener(const struct pp_sym_opener *o);
 
+/* podprof's own debug files: nothing outside it is opened in podprof's root. */
+#define PP_SYM_OWN_DEBUG_DIR "/usr/lib/debug"
+
 /*
- * Opens path inside the root of pid (RESOLVE_IN_ROOT, so absolute symlinks
- * stay inside the target's root); pid 0 means podprof's own root. Regular
- * files only (-EINVAL otherwise), never blocks on a FIFO. Returns fd or -errno.
+ * Opens path inside the root of pid (pid > 0; pp_proc__open_in_root: "..",
+ * absolute symlinks and magic links stay inside the target's root).
+ * Regular files only (-ENOENT otherwise), never blocks on a FIFO. fd or
+ * -errno.
  */
 int pp_sym__open_in_root_direct(pid_t pid, const char *path);
+
+/*
+ * The debug file of build id (1..PP_BUILD_ID_MAX bytes):
+ * /usr/lib/debug/.build-id/xx/yyyy.debug in pid's root (pid > 0), then
+ * under podprof's own /usr/lib/debug; the first whose build id is id. fd
+ * or -ENOENT.
+ */
+int pp_sym__open_debug_id_direct(pid_t pid, const uint8_t *id, size_t id_len);
+
+/*
+ * Candidate cand of the .gnu_debuglink name (a plain file name:
+ * pp_sym__debuglink_name_ok) of the file mapped as mapped_path = DIR/base:
+ * 0 DIR/name (not the file itself), 1 DIR/.debug/name, 2
+ * /usr/lib/debug/DIR/name in pid's root, 3 the same under podprof's own
+ * /usr/lib/debug (which it cannot leave). Regular files, contents not
+ * checked (the caller checks the CRC or build id). fd or -ENOENT.
+ */
+#define PP_SYM_DEBUGLINK_CANDIDATES 4u
+int pp_sym__open_debuglink_direct(pid_t pid, const char *mapped_path, const char *name,
+				  unsigned cand);
+/* 1..255 bytes, no '/', not "." or "..". */
+bool pp_sym__debuglink_name_ok(const char *name);
 
 void pp_sym_result__free(struct pp_sym_result *r);
 void pp_symbolizer__free(struct pp_symbolizer *s);

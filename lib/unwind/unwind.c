@@ -193,16 +193,14 @@ static int shared_fd_get(int fd)
 
 /*
  * m's file as pp_proc__open_mapped opens it, but without opening it again
- * when it already has a shared descriptor: a stat of the path
- * pp_proc__mapped_path_ex checked against m, matched to the table, gives a
+ * when it already has a shared descriptor: the stat pp_proc__mapped_stat
+ * checked against m, matched to the table, gives a
  * duplicate of that descriptor (the same file: device, inode, size, mtime).
  */
 static int open_mapped_shared(pid_t pid, const struct pp_map *m)
 {
-	char path[PATH_MAX + 64];
 	struct stat st;
-	if (pp_proc__mapped_path_ex(pid, m, 0, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
-	    S_ISREG(st.st_mode)) {
+	if (pp_proc__mapped_stat(pid, m, &st) == 0 && S_ISREG(st.st_mode)) {
 		int fd = -1;
 		pthread_mutex_lock(&shared_lock);
 		for (size_t i = 0; i < n_shared && fd < 0; i++)

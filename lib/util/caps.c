@@ -64,6 +64,8 @@ void pp_caps__format(uint64_t mask, char *buf, unsigned long n)
 		{ 0, "CAP_CHOWN" },
 		{ 1, "CAP_DAC_OVERRIDE" },
 		{ 2, "CAP_DAC_READ_SEARCH" },
+		{ 6, "CAP_SETGID" },
+		{ 7, "CAP_SETUID" },
 		{ 8, "CAP_SETPCAP" },
 		{ 19, "CAP_SYS_PTRACE" },
 		{ 21, "CAP_SYS_ADMIN" },

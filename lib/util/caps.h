@@ -10,6 +10,8 @@
 
 /* Bit numbers (linux/capability.h). */
 #define PP_CAP_DAC_READ_SEARCH 2
+#define PP_CAP_SETGID 6
+#define PP_CAP_SETUID 7
 #define PP_CAP_SETPCAP 8
 #define PP_CAP_SYS_PTRACE 19
 #define PP_CAP_SYS_ADMIN 21

@@ -25,6 +25,12 @@ COVBENCH = os.environ.get("WL_COVBENCH")
 DEPTH = os.environ.get("WL_HEAP_DEPTH")
 STACKS = os.environ.get("WL_HEAP_STACKS")
 VFORKER = os.environ.get("WL_HEAP_VFORKER")
+DEEPBIND = os.environ.get("WL_HEAP_DEEPBIND")
+OWNALLOC = os.environ.get("WL_HEAP_OWNALLOC")
+NSPLUG = os.environ.get("WL_HEAP_NSPLUG")
+DLSWAP = os.environ.get("WL_HEAP_DLSWAP")
+SWAPA = os.environ.get("WL_HEAP_SWAPA")
+SWAPB = os.environ.get("WL_HEAP_SWAPB")
 LIFE_N, LIFE_SZ = 3000, 7000  # lifecycle.c
 JEMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
@@ -102,6 +108,15 @@ def test_glibc_injected():
     log = pp.log_text()
     check("injected agent" in log, "not injected:\n" + log[-800:])
     check(len(agent_maps(wl.pid)) == 2, "agent mappings: %s" % agent_maps(wl.pid))
+    # The one descriptor the agent keeps sits at the top of the process's
+    # range (its own next open gets the number it would without podprof),
+    # and no scratch page is left behind (the agent's two mappings only).
+    with open("/proc/%d/limits" % wl.pid) as f:
+        soft = int(re.search(r"Max open files\s+(\d+)", f.read()).group(1))
+    fds = [int(fd) for fd in os.listdir("/proc/%d/fd" % wl.pid)
+           if "podprof-agent" in os.readlink("/proc/%d/fd/%s" % (wl.pid, fd))]
+    check(len(fds) == 1 and fds[0] >= soft - 16, "agent descriptors %s (soft limit %d)" %
+          (fds, soft))
     check(file_maps(wl.pid) == MAPS_BEFORE[wl.pid],
           "module mappings changed by the slot writes:\n%s\n%s" %
           (MAPS_BEFORE[wl.pid], file_maps(wl.pid)))
@@ -713,9 +728,139 @@ def test_ring_garbage():
     pp.stop()
 
 
+def check_lazy_build(*paths):
+    """The workloads of the two tests below must bind lazily: with BIND_NOW
+    every slot would be bound when podprof scans, and the lazy-slot paths
+    they test would not run."""
+    for p in paths:
+        d = subprocess.run(["readelf", "-d", p], stdout=subprocess.PIPE, check=True).stdout.decode()
+        check("BIND_NOW" not in d and not re.search(r"FLAGS_1.*\bNOW\b", d),
+              "%s is built with BIND_NOW:\n%s" % (p, d))
+
+
+def deepbind_run(attach, argv):
+    """heap_deepbind (a plugin with its own malloc dlopen()ed with
+    RTLD_DEEPBIND, or one using the libc of its dlmopen() namespace, loaded
+    before podprof) with or without podprof; its result line."""
+    plugin = os.path.basename(argv[0])
+    wl = Workload([DEEPBIND] + argv)
+    check(wl.first_line == "running", "deepbind said %r" % wl.first_line)
+    pp = None
+    if attach:
+        pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false",
+                     "--set", "heap.mode=inject", "--set", "cpu.enabled=false",
+                     "--set", "heap.sample_rate=65536", "--set", "heap.over_budget=warn")
+        pp.wait_log(r"heap: tracing pid %d .*injected agent" % wl.pid, timeout=60)
+    # now the plugin starts calling calloc and realloc: slots still lazy
+    # when podprof scanned
+    wl.p.send_signal(signal.SIGUSR1)
+    line = wl.p.stdout.readline().decode().strip()
+    check(line == "lazy", "deepbind said %r after SIGUSR1 (exit %s)" %
+          (line, wl.p.poll() if line else wl.p.wait(timeout=30)))
+    if pp:
+        for _ in range(3):
+            heap = pp.profile("/debug/pprof/heap")
+            check(wl.alive(), "deepbind died while profiled (exit %s)" % wl.p.poll())
+            time.sleep(0.3)
+        com = [c for c in heap["comments"] if "heap mode=inject" in c]
+        print("deepbind: %s" % com)
+        check(com, "heap comments: %s" % heap["comments"])
+        # the executable's slots are redirected; none of the plugin's (its
+        # bound ones point to its own allocator, its lazy ones would bind
+        # there), and they are counted as left alone
+        check("heap_deepbind:" in com[0], "executable not redirected: %s" % com[0])
+        check(plugin not in com[0], "plugin slots redirected: %s" % com[0])
+        # one libc.so.6 (the first namespace's): the other one's slots
+        # are bound to, or would bind to, its own malloc
+        check(com[0].count("libc.so.6:") <= 1, "second libc redirected: %s" % com[0])
+        g = re.search(r"(\d+) left alone", com[0])
+        check(g and int(g.group(1)) >= 2, "plugin's lazy slots not counted: %s" % com[0])
+        pp.stop()
+    else:
+        time.sleep(1)
+    time.sleep(0.5)
+    check(wl.alive(), "deepbind died (exit %s)" % wl.p.poll())
+    wl.p.send_signal(signal.SIGTERM)
+    out = wl.p.stdout.read().decode().strip()
+    rc = wl.p.wait(timeout=30)
+    check(rc == 0 and out.startswith("ok "), "deepbind exit %d: %r" % (rc, out))
+    rounds, lazy = (int(x) for x in out.split()[1:3])
+    check(0 < lazy <= rounds, "deepbind rounds %d, lazy rounds %d" % (rounds, lazy))
+    return out
+
+
+def test_deepbind_own_allocator():
+    """Issue 24 item 9: a plugin loaded with RTLD_DEEPBIND that brings its
+    own malloc/free keeps them. Its lazy calloc/realloc slots were sent to
+    glibc (a glibc block then reached the plugin's free: abort). The same
+    run without podprof is the reference."""
+    if not DEEPBIND:
+        raise Skip("deepbind workload not built")
+    check_lazy_build(DEEPBIND, OWNALLOC)
+    print("without podprof: %s" % deepbind_run(False, [OWNALLOC]))
+    print("with podprof: %s" % deepbind_run(True, [OWNALLOC]))
+
+
+def test_dlmopen_namespace():
+    """A plugin in a dlmopen() namespace binds to that namespace's libc
+    (a second libc.so.6 mapped): its lazy slots are left alone too. Sent
+    to the first libc's calloc, a block would reach the second libc's
+    free."""
+    if not NSPLUG:
+        raise Skip("deepbind workload not built")
+    check_lazy_build(DEEPBIND, NSPLUG)
+    print("without podprof: %s" % deepbind_run(False, [NSPLUG, "dlmopen"]))
+    print("with podprof: %s" % deepbind_run(True, [NSPLUG, "dlmopen"]))
+
+
+def test_dlswap_same_address():
+    """Issue 24 item 10: two libraries dlopen()ed and dlclose()d in turn,
+    each mapped where the other was (B's data where A's GOT was), while
+    podprofs attach (redirecting each new library's lazy slots), stop or
+    are killed. Each library checks its __dso_handle and canaries on every
+    call (abort on a foreign write); every round's result is checked."""
+    if not DLSWAP:
+        raise Skip("dlswap workload not built")
+    check_lazy_build(DLSWAP, SWAPA, SWAPB)
+    ref = Workload([DLSWAP, SWAPA, SWAPB])
+    check(ref.first_line == "running", "dlswap said %r" % ref.first_line)
+    time.sleep(1)
+    ref.p.send_signal(signal.SIGTERM)
+    out = ref.p.stdout.read().decode().strip()
+    check(ref.p.wait(timeout=30) == 0 and out.startswith("ok "), "dlswap without podprof: %r" % out)
+    print("without podprof: %s" % out)
+    cycles = int(os.environ.get("PP_INJECT_CYCLES", "6"))
+    wl = Workload([DLSWAP, SWAPA, SWAPB])
+    check(wl.first_line == "running", "dlswap said %r" % wl.first_line)
+    redirected = 0
+    for i in range(cycles):
+        pp = Podprof("--pid", str(wl.pid), "--set", "offcpu.enabled=false",
+                     "--set", "heap.mode=inject", "--set", "cpu.enabled=false",
+                     "--set", "discovery.interval_ms=100", "--set", "heap.sample_rate=65536",
+                     "--set", "heap.over_budget=warn")
+        pp.wait_log(r"heap: tracing pid %d" % wl.pid, timeout=60)
+        check("injected agent" in pp.log_text(), "cycle %d not injected:\n%s" % (i, pp.log_text()[-600:]))
+        time.sleep(1.5)
+        check(wl.alive(), "dlswap died in cycle %d (exit %s)" % (i, wl.p.poll()))
+        pp.profile("/debug/pprof/heap")
+        redirected += len(re.findall(r"more allocator slots redirected", pp.log_text()))
+        if i % 3 == 2:
+            pp.kill()
+        else:
+            pp.stop()
+        check(wl.alive(), "dlswap died after cycle %d (exit %s)" % (i, wl.p.poll()))
+    time.sleep(0.5)
+    wl.p.send_signal(signal.SIGTERM)
+    out = wl.p.stdout.read().decode().strip()
+    rc = wl.p.wait(timeout=30)
+    print("with podprof: %s; swapped libraries redirected %d times" % (out, redirected))
+    check(rc == 0 and out.startswith("ok "), "dlswap exit %d: %r" % (rc, out))
+
+
 if __name__ == "__main__":
     run([test_glibc_injected, test_coverage_counted, test_jemalloc_preload, test_static_falls_back, test_musl_dynamic,
          test_cxx_new_delete, test_dlopen_after_attach, test_exec, test_fork_child, test_stderr_closed, test_vfork_refused,
          test_address_space_limit, test_memory_cgroup_limit,
-         test_storm_attach_detach,
+         test_storm_attach_detach, test_deepbind_own_allocator, test_dlmopen_namespace,
+         test_dlswap_same_address,
          test_stack_copy_fits, test_ring_stacks, test_ring_garbage])

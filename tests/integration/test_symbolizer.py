@@ -6,7 +6,10 @@ helper that crashes or hangs costs names, not podprof: /healthz, /metrics
 and profiles keep answering, the helper is restarted, names come back."""
 import os
 import re
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -220,6 +223,9 @@ def test_helper_hang():
     wait_metric(pp, "podprof_symbolizer_restarts_total", 1)
     h2 = helper_pid(pp, not_pid=h)
     check(h2 != h, "same helper")
+    # started after podprof dropped its capabilities: still its own uid
+    check(status(h2)["Uid"].split()[:2] == ["65533", "65533"],
+          "restarted helper Uid %r" % status(h2)["Uid"])
     check(not os.path.exists("/proc/%d/status" % h) or "State:\tZ" in open(
         "/proc/%d/status" % h).read(), "the stopped helper was not killed")
     prof = profile_until(pp, "/debug/pprof/profile?seconds=1", lambda p: HOT & named(p))
@@ -284,5 +290,78 @@ def test_helper_idle_end():
     wl.kill()
 
 
+# What an application would try on the helper (issue 25): its root and fds
+# through /proc, its memory, and its socket with pidfd_getfd. Prints one
+# line per try: "name ok" or "name ERRNO".
+ATTACK = r"""
+import ctypes, errno, os, sys
+h = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+def tri(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+def getfd():
+    pfd = os.pidfd_open(h)
+    fd = libc.syscall(438, pfd, 3, 0)  # pidfd_getfd(pidfd, 3, 0)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+tri("root", lambda: os.listdir("/proc/%d/root/" % h))
+tri("fd", lambda: os.readlink("/proc/%d/fd/3" % h))  # (listing the numbers is allowed)
+tri("mem", lambda: open("/proc/%d/mem" % h, "rb").close())
+tri("getfd", getfd)
+"""
+
+
+def attack(h, preexec=None, wrap=()):
+    # (a python outside /root, which another uid may not enter)
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    out = subprocess.run(list(wrap) + [py, "-c", ATTACK, str(h)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=preexec, timeout=60)
+    check(out.returncode == 0, "attacker failed: %s" % out.stderr)
+    return dict(l.split(" ", 1) for l in out.stdout.splitlines())
+
+
+def test_helper_identity():
+    """The helper runs as symbolizer.helper_uid (65533 by default) and is
+    non-dumpable: neither a process of its own uid nor root without
+    CAP_SYS_PTRACE (an application container's default) can walk its root
+    or fds, read its memory or take its socket (pidfd_getfd)."""
+    wl, pp = start()
+    h = helper_pid(pp)
+    st = status(h)
+    check(st["Uid"].split()[:2] == ["65533", "65533"], "helper Uid %r" % st["Uid"])
+    check(st["Gid"].split() == ["65533"] * 4, "helper Gid %r" % st["Gid"])
+    check(st["Groups"].strip() == "", "helper Groups %r" % st["Groups"])
+    # non-dumpable: its /proc files belong to root, not to its uid
+    check(os.stat("/proc/%d/status" % h).st_uid == 0, "the helper is dumpable")
+    # the test itself (root with CAP_SYS_PTRACE) can: the tries are meaningful
+    mine = attack(h)
+    check(mine["root"] == "ok" and mine["fd"] == "ok", "root with every capability: %r" % mine)
+
+    def as_helper_uid():
+        os.setgroups([])
+        os.setresgid(65533, 65533, 65533)
+        os.setresuid(65533, 65533, 65533)
+
+    same = attack(h, preexec=as_helper_uid)
+    check(all(v in ("EACCES", "EPERM") for v in same.values()), "as uid 65533: %r" % same)
+    if shutil.which("setpriv"):
+        app = attack(h, wrap=("setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"))
+        check(all(v in ("EACCES", "EPERM") for v in app.values()),
+              "as root without CAP_SYS_PTRACE: %r" % app)
+    check(not re.search(r"cannot take uid", pp.log_text()), "uid warning logged")
+    # and it still names what it is given
+    prof = profile_until(pp, "/debug/pprof/profile?seconds=2", lambda p: HOT & named(p))
+    check(HOT & named(prof), "no hot_* function named: %r" % sorted(named(prof))[:10])
+    pp.stop()
+    wl.kill()
+
+
 if __name__ == "__main__":
-    run([test_helper_confined, test_helper_crash, test_helper_hang, test_helper_idle_end])
+    run([test_helper_confined, test_helper_identity, test_helper_crash, test_helper_hang,
+         test_helper_idle_end])

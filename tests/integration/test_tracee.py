@@ -178,6 +178,48 @@ def test_eintr_podprof():
     with_podprof("eintr")
 
 
+def in_syscall(pid, nr):
+    """Is a thread of pid blocked in syscall nr?"""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                if f.read().split(" ", 1)[0] == str(nr):
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def test_eintr_dump_reads_blocked():
+    """A thread dump reads the threads blocked in epoll_wait, recv with a
+    timeout and sigtimedwait without stopping them: each is listed with
+    its whole stack (registers as the kernel saved them at the call) and
+    says why it was not stopped; /metrics counts the stops avoided."""
+    t = Target([TARGETS["eintr"], MAX_SECS])
+    pp = Podprof("--pid", str(t.pid), "--set", "heap.enabled=false", "--set",
+                 "offcpu.enabled=false", "--set", "cpu.enabled=false")
+    pp.wait_log(r"target: pid %d " % t.pid, timeout=60)
+    wait_for(lambda: in_syscall(t.pid, 232), "a thread of the target in epoll_wait", timeout=30)
+    st, _, body = pp.request("/debug/pprof/goroutine?debug=2", timeout=30)
+    check(st == 200, "dump status %d" % st)
+    text = body.decode(errors="replace")
+    blocks = text.split("\n\n")
+    epoll = [b for b in blocks if "(not stopped: in epoll_wait" in b]
+    check(epoll, "no thread read without a stop in epoll_wait:\n%s" % text[:3000])
+    for b in epoll:
+        check("blocker(" in b and "start_thread(" in b,
+              "the epoll_wait thread's stack is not whole:\n%s" % b)
+    check(any("(not stopped: in recvfrom" in b for b in blocks),
+          "no recv thread read without a stop:\n%s" % text[:3000])
+    m = pp.metrics()
+    check(m.get("podprof_ptrace_stops_avoided_total", 0) > 0,
+          "podprof_ptrace_stops_avoided_total not counted: %s" %
+          {k: v for k, v in m.items() if "ptrace" in k})
+    pp.stop()
+    rc, res = t.finish()
+    check(rc == 0 and bad_of(res) == 0, "eintr target reports: %s (%s)" % (res, describe(rc)))
+
+
 def test_siginfo_alone():
     alone("siginfo", ())
 
@@ -352,7 +394,7 @@ def test_sigterm_cycles():
 
 
 if __name__ == "__main__":
-    run([test_eintr_alone, test_eintr_podprof, test_siginfo_alone, test_siginfo_podprof,
+    run([test_eintr_alone, test_eintr_podprof, test_eintr_dump_reads_blocked, test_siginfo_alone, test_siginfo_podprof,
          test_altstack_alone, test_altstack_podprof, test_seccomp_thread_alone,
          test_seccomp_thread_podprof, test_seccomp_late_tsync_alone,
          test_seccomp_late_tsync_podprof, test_seccomp_late_tsync_only_podprof,

@@ -197,6 +197,7 @@ static void test_heap_comments(void **state)
 	tv[0].heap.injected = true;
 	tv[0].heap.inject_slots = 5;
 	tv[0].heap.inject_modules = 2;
+	tv[0].heap.inject_skipped = 3;
 	snprintf(tv[0].heap.allocator, sizeof(tv[0].heap.allocator), "libc.so.6");
 	snprintf(tv[0].heap.coverage, sizeof(tv[0].heap.coverage), "app:3 libc.so.6:2");
 	tv[1] = (struct pp_present_target){ .pid = 22, .have_status = true };
@@ -220,7 +221,7 @@ static void test_heap_comments(void **state)
 	assert_int_equal(strncmp(c[1], "pid 21: allocator=libc.so.6 ", 28), 0);
 	assert_non_null(strstr(c[1], " RSS=77kB "));
 	assert_string_equal(c[2], "pid 21: heap mode=inject (agent): 5 slots in 2 modules "
-				  "(app:3 libc.so.6:2), pause 0.00 ms");
+				  "(app:3 libc.so.6:2), 3 left alone, pause 0.00 ms");
 	assert_int_equal(strncmp(c[3], "pid 22: allocator=static:/app ", 30), 0);
 	assert_string_equal(c[4], "pid 22: heap mode=uprobe; not injected: static binary");
 	for (size_t i = 0; i < n; i++)

@@ -379,7 +379,7 @@ static void test_bind_mount_namespace(void **state)
 		skip();
 		return;
 	}
-	char target[160], buf[4200];
+	char target[160], buf[4200], out[4200]; /* buf holds m.path */
 	struct pp_map m;
 	snprintf(target, sizeof(target), "%s/target", c.dir);
 	assert_true(find_map(c.pid, path_is, target, &m, buf, sizeof(buf)));
@@ -400,7 +400,7 @@ static void test_bind_mount_namespace(void **state)
 	assert_int_equal(fd_first_byte(fd), 'B');
 	close(fd);
 	assert_int_equal(
-		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, out, sizeof(out)), 0);
 
 	/* A maps entry claiming the inode podprof sees at that path is refused. */
 	struct pp_map wrong = m;
@@ -423,7 +423,7 @@ static void overlay_case(enum ns_kind kind)
 		skip();
 		return;
 	}
-	char target[160], buf[4200];
+	char target[160], buf[4200], out[4200]; /* buf holds m.path */
 	struct pp_map m;
 	snprintf(target, sizeof(target), "%s/merged/target", c.dir);
 	if (!find_map(c.pid, path_is, target, &m, buf, sizeof(buf))) {
@@ -441,7 +441,7 @@ static void overlay_case(enum ns_kind kind)
 	assert_true(fd >= 0);
 	assert_int_equal(fd_first_byte(fd), 'L');
 	close(fd);
-	assert_int_equal(pp_proc__mapped_path(c.pid, &m, buf, sizeof(buf)), 0);
+	assert_int_equal(pp_proc__mapped_path(c.pid, &m, out, sizeof(out)), 0);
 
 	/* Root fallback: stat shows the overlay's device, but the mapped inode is verified. */
 	struct stat st;
@@ -457,7 +457,7 @@ static void overlay_case(enum ns_kind kind)
 	assert_int_equal(fd_first_byte(fd), 'L');
 	close(fd);
 	assert_int_equal(
-		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, buf, sizeof(buf)), 0);
+		pp_proc__mapped_path_ex(c.pid, &m, PP_RESOLVE_NO_MAP_FILES, out, sizeof(out)), 0);
 	struct pp_map wrong = m;
 	wrong.inode = ino_of(c.dir, "other");
 	assert_int_equal(pp_proc__open_mapped_ex(c.pid, &wrong, PP_RESOLVE_NO_MAP_FILES), -ESTALE);
@@ -545,6 +545,119 @@ static void test_fifo_swapped_in(void **state)
 	rmdir(dir);
 }
 
+/* A process chrooted into dir, waiting until killed. */
+static pid_t chrooted(const char *dir)
+{
+	int p[2];
+	char c;
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (chroot(dir) < 0 || chdir("/") < 0)
+			_exit(1);
+		close(p[0]);
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	return pid;
+}
+
+static void stop(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/*
+ * The attacker's side: a target (chrooted, as a container) names paths
+ * that lead out of its root to another container's secret (0600, another
+ * owner): an absolute symlink, "..", and /proc/<other>/root. podprof's
+ * opens stay in the target's root; a maps entry claiming the secret's own
+ * device and inode at such a path opens nothing either.
+ */
+static void test_root_escapes(void **state)
+{
+	(void)state;
+	char base[] = "/tmp/procfs-escape-XXXXXX", a[64], b[64], path[512], secret[128], link[640];
+	assert_non_null(mkdtemp(base));
+	snprintf(a, sizeof(a), "%s/target", base);
+	snprintf(b, sizeof(b), "%s/other", base);
+	assert_int_equal(mkdir(a, 0755), 0);
+	assert_int_equal(mkdir(b, 0755), 0);
+	snprintf(path, sizeof(path), "%s/lib", a);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/lib/ok.so", a);
+	write_text(path, "ok", 0644);
+	snprintf(secret, sizeof(secret), "%s/key.pem", b);
+	write_text(secret, "SECRET", 0600);
+	assert_int_equal(chown(secret, 4242, 4242), 0);
+	struct stat sst;
+	assert_int_equal(stat(secret, &sst), 0);
+
+	/* links in the target's root: absolute, "..", and through another's root */
+	snprintf(path, sizeof(path), "%s/lib/abs.so", a);
+	assert_int_equal(symlink(secret, path), 0);
+	snprintf(link, sizeof(link), "../../../../../../../..%s", secret);
+	snprintf(path, sizeof(path), "%s/lib/up.so", a);
+	assert_int_equal(symlink(link, path), 0);
+
+	pid_t t = chrooted(a), o = chrooted(b);
+	int fd = pp_proc__open_in_root(t, "/lib/ok.so", O_RDONLY, 0);
+	assert_true(fd >= 0);
+	close(fd);
+	const char *escapes[] = { "/lib/abs.so", "/lib/up.so", link, NULL, NULL };
+	char viaproc[128];
+	/* (the target has no /proc: the host's, as a target sharing podprof's root sees it) */
+	snprintf(viaproc, sizeof(viaproc), "/proc/%d/root/key.pem", (int)o);
+	for (int i = 0; escapes[i]; i++) {
+		fd = pp_proc__open_in_root(t, escapes[i], O_RDONLY, 0);
+		assert_true(fd < 0);
+		struct pp_map m = { .start = 0x1000,
+				    .end = 0x2000,
+				    .inode = sst.st_ino,
+				    .dev_major = major(sst.st_dev),
+				    .dev_minor = minor(sst.st_dev),
+				    .path = (char *)escapes[i] };
+		char out[600];
+		assert_true(pp_proc__open_mapped_ex(t, &m, PP_RESOLVE_NO_MAP_FILES) < 0);
+		assert_true(pp_proc__mapped_path_ex(t, &m, PP_RESOLVE_NO_MAP_FILES, out,
+						    sizeof(out)) < 0);
+	}
+	/* the magic link: a plain open of /proc/SELF/root/proc/O/root/... reaches the
+	 * secret, the resolution in the root does not */
+	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)getpid(), viaproc);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0); /* the attack works without the rules */
+	close(fd);
+	assert_int_equal(pp_proc__open_in_root(getpid(), viaproc, O_RDONLY, 0), -ELOOP);
+	struct pp_map m = { .start = 0x1000,
+			    .end = 0x2000,
+			    .inode = sst.st_ino,
+			    .dev_major = major(sst.st_dev),
+			    .dev_minor = minor(sst.st_dev),
+			    .path = viaproc };
+	assert_true(pp_proc__open_mapped_ex(getpid(), &m, PP_RESOLVE_NO_MAP_FILES) < 0);
+	stop(t);
+	stop(o);
+	snprintf(path, sizeof(path), "rm -rf '%s'", base);
+	assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -559,6 +672,7 @@ int main(void)
 		cmocka_unit_test(test_overlay_cross_fs),
 		cmocka_unit_test(test_deleted),
 		cmocka_unit_test(test_fifo_swapped_in),
+		cmocka_unit_test(test_root_escapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
  * does), resolving a function of its own through fds passed by the parent.
  */
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,8 +328,9 @@ static void t_helper_garbage(void **state)
 	char script[] = "/tmp/pp-fake-helper-XXXXXX";
 	int fd = mkstemp(script);
 	assert_true(fd >= 0);
-	/* M_READY, then a message of no known type (printf: one write each) */
-	dprintf(fd, "#!/bin/sh\nprintf '\\066\\114\\123\\122' >&3\nprintf 'garbage!' >&3\n"
+	/* M_READY (no flags), then a message of no known type (printf: one write each) */
+	dprintf(fd, "#!/bin/sh\nprintf '\\066\\114\\123\\122\\0\\0\\0\\0' >&3\n"
+		    "printf 'garbage!' >&3\n"
 		    "exec sleep 30\n");
 	close(fd);
 	assert_int_equal(chmod(script, 0700), 0);
@@ -371,8 +374,208 @@ static void t_helper_cannot_start(void **state)
 	assert_null(pp_symiso__new(&o2));
 }
 
+/* The paths podprof derives for debug files cannot be steered out of their
+ * roots: names are plain file names, podprof's own root is only its
+ * /usr/lib/debug (".." in the mapped path stays inside it), and no opener
+ * takes a path in podprof's root. */
+static void t_debug_paths(void **state)
+{
+	assert_true(pp_sym__debuglink_name_ok("libx.so.debug"));
+	const char *bad[] = { "", ".", "..", "../x", "a/b", "/etc/passwd" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_false(pp_sym__debuglink_name_ok(bad[i]));
+		for (unsigned k = 0; k < PP_SYM_DEBUGLINK_CANDIDATES; k++)
+			assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/usr/bin/x",
+								       bad[i], k),
+					 -ENOENT);
+	}
+	/* candidate 3 (podprof's /usr/lib/debug): "/etc/passwd" there, not ours */
+	assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/../../../../etc/x", "passwd", 3),
+			 -ENOENT);
+	assert_int_equal(pp_sym__open_debuglink_direct(0, "/etc/x", "passwd", 0), -ENOENT);
+	assert_int_equal(pp_sym__open_in_root_direct(0, "/etc/passwd"), -EINVAL);
+	assert_int_equal(pp_sym__open_debuglink_direct(getpid(), "/usr/bin/x", "passwd",
+						       PP_SYM_DEBUGLINK_CANDIDATES),
+			 -ENOENT);
+	/* a build id nothing has */
+	uint8_t id[20];
+	memset(id, 0x5a, sizeof(id));
+	assert_int_equal(pp_sym__open_debug_id_direct(getpid(), id, sizeof(id)), -ENOENT);
+	assert_int_equal(pp_sym__open_debug_id_direct(getpid(), id, 0), -ENOENT);
+}
+
+/* ---------- a hostile helper: the attacker's side of the protocol ---------- */
+
+static size_t put_u32(uint8_t *b, size_t off, uint32_t v)
+{
+	memcpy(b + off, &v, 4);
+	return off + 4;
+}
+
+static size_t put_s(uint8_t *b, size_t off, const char *str)
+{
+	off = put_u32(b, off, (uint32_t)strlen(str));
+	memcpy(b + off, str, strlen(str));
+	return off + strlen(str);
+}
+
+/* One M_OPEN on fd 3: the reply's err; *ret_fd a passed fd or -1. */
+static int hostile_ask(const uint8_t *msg, size_t len, int *ret_fd)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	uint8_t r[16];
+	struct iovec iov = { .iov_base = r, .iov_len = sizeof(r) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.b,
+			     .msg_controllen = sizeof(cm.b) };
+
+	*ret_fd = -1;
+	if (send(3, msg, len, 0) != (ssize_t)len)
+		_exit(10);
+	ssize_t n = recvmsg(3, &mh, MSG_CMSG_CLOEXEC);
+	if (n != 8)
+		_exit(11);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+	uint32_t type, err;
+	memcpy(&type, r, 4);
+	memcpy(&err, r + 4, 4);
+	if (type != PP_SYMISO_M_OPEN_REPLY)
+		_exit(12);
+	return (int)err;
+}
+
+/*
+ * Says it is ready, takes one request, and asks podprof for what an
+ * attacker would: the secret by path (the retired kind), the mapped file
+ * with a path of its own appended, debuglink names with "..", a candidate
+ * out of range, a build id nothing has, an unknown kind; then the mapped
+ * file as it should. Its answer names what it got: "asks:" and per ask the
+ * error, "+fd" when a descriptor came with it.
+ */
+static int hostile_helper(const char *secret)
+{
+	static uint8_t b[PP_SYMISO_MAX_MSG];
+	uint32_t ready[2] = { PP_SYMISO_M_READY, 0 };
+	if (send(3, ready, sizeof(ready), 0) != sizeof(ready))
+		return 1;
+	ssize_t n = recv(3, b, sizeof(b), 0);
+	uint32_t type = 0;
+	if (n >= 4)
+		memcpy(&type, b, 4);
+	if (type != PP_SYMISO_M_RESOLVE)
+		return 2;
+	uint8_t m[8][600];
+	size_t len[8], k = 0, o;
+	/* the old protocol: kind 2, a pid and a path */
+	o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+	o = put_u32(m[k], o, 2);
+	o = put_u32(m[k], o, (uint32_t)getppid());
+	len[k] = put_s(m[k], o, secret);
+	k++;
+	/* the mapped file, with a path of its own appended */
+	o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+	o = put_u32(m[k], o, PP_SYMISO_OPEN_MAPPED);
+	len[k] = put_s(m[k], o, secret);
+	k++;
+	/* debuglink names that are paths, a candidate out of range */
+	const char *names[] = { "../../../../../../../..", "../key.pem", "key.pem" };
+	for (int i = 0; i < 3; i++) {
+		o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+		o = put_u32(m[k], o, PP_SYMISO_OPEN_DEBUGLINK);
+		o = put_u32(m[k], o, i == 2 ? 7 : 0);
+		len[k] = put_s(m[k], o, i == 0 ? secret : names[i]);
+		k++;
+	}
+	/* a build id no file has */
+	o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+	o = put_u32(m[k], o, PP_SYMISO_OPEN_DEBUG_ID);
+	o = put_u32(m[k], o, 20);
+	memset(m[k] + o, 0xa5, 20);
+	len[k++] = o + 20;
+	/* an unknown kind */
+	o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+	len[k] = put_u32(m[k], o, 99);
+	k++;
+	/* the mapped file, as asked for */
+	o = put_u32(m[k], 0, PP_SYMISO_M_OPEN);
+	len[k] = put_u32(m[k], o, PP_SYMISO_OPEN_MAPPED);
+	k++;
+
+	char name[256] = "asks:";
+	for (size_t i = 0; i < k; i++) {
+		int fd;
+		int err = hostile_ask(m[i], len[i], &fd);
+		snprintf(name + strlen(name), sizeof(name) - strlen(name), "%s%d%s", i ? "," : "",
+			 err, fd >= 0 ? "+fd" : "");
+		if (fd >= 0)
+			close(fd);
+	}
+	struct pp_sym_frame f = { .function = name };
+	struct pp_sym_result res = { .frames = &f, .n = 1, .has_function = true };
+	size_t out;
+	if (pp_symiso__encode_result(0, &res, NULL, b, sizeof(b), &out) < 0 ||
+	    send(3, b, out, 0) != (ssize_t)out)
+		return 3;
+	while (recv(3, b, sizeof(b), 0) > 0)
+		;
+	return 0;
+}
+
+/* podprof's side against the hostile helper: one answer (-ENOENT) for every
+ * refusal, whatever its reason, and only the mapped file passed. */
+static void t_helper_hostile(void **state)
+{
+	char self[PATH_MAX], secret[] = "/tmp/pp-secret-XXXXXX",
+			     script[] = "/tmp/pp-hostile-XXXXXX";
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(sl > 0);
+	self[sl] = '\0';
+	int fd = mkstemp(secret);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "SECRET", 6), 6);
+	assert_int_equal(fchmod(fd, 0600), 0);
+	if (fchown(fd, 4242, 4242) < 0)
+		print_message("(secret keeps our owner: not root)\n");
+	close(fd);
+	fd = mkstemp(script);
+	assert_true(fd >= 0);
+	dprintf(fd, "#!/bin/sh\nexec '%s' --hostile-helper '%s'\n", self, secret);
+	close(fd);
+	assert_int_equal(chmod(script, 0700), 0);
+
+	struct pp_maps maps = { 0 };
+	uint64_t addr = (uint64_t)(uintptr_t)&pp_test_isolated_target;
+	assert_int_equal(pp_maps__read(getpid(), &maps), 0);
+	const struct pp_map *m = pp_maps__find(&maps, addr);
+	assert_non_null(m);
+	struct pp_symiso_opts o = { .exe = script, .timeout_ms = 30000 };
+	struct pp_symiso *s = pp_symiso__new(&o);
+	assert_non_null(s);
+	struct pp_sym_result res = { 0 };
+	assert_int_equal(pp_symiso__resolve(s, getpid(), m, NULL, 0, addr, &res), 0);
+	assert_int_equal(res.n, 1);
+	assert_string_equal(res.frames[0].function, "asks:-2,-2,-2,-2,-2,-2,-2,0+fd");
+	pp_sym_result__free(&res);
+	struct pp_symiso_stats st;
+	pp_symiso__stats(s, &st);
+	assert_int_equal(st.opens_refused, 7);
+	assert_int_equal(st.crashes, 0);
+	pp_symiso__free(s);
+	pp_maps__free(&maps);
+	unlink(script);
+	unlink(secret);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--hostile-helper"))
+		return hostile_helper(argv[2]);
 	if (argc > 1 && !strcmp(argv[1], PP_SYMISO_HELPER_ARG))
 		return pp_symiso__helper_main(argc, argv);
 	const struct CMUnitTest tests[] = {
@@ -380,6 +583,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(t_bad_input),		 cmocka_unit_test(t_helper_resolves),
 		cmocka_unit_test(t_helper_perf_map),	 cmocka_unit_test(t_helper_garbage),
 		cmocka_unit_test(t_helper_cannot_start), cmocka_unit_test(t_helper_cache_budget),
+		cmocka_unit_test(t_helper_hostile),	 cmocka_unit_test(t_debug_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
