@@ -219,8 +219,8 @@ def symbol_body(pid, limit=65000):
 
 def test_metrics_beside_symbol():
     """8 POST /symbol of 64 KiB each are sent first, /metrics after them:
-    /metrics is answered before the last of them (it no longer queues behind
-    symbol lookups) and counts them in flight."""
+    /metrics is answered before most of them (it no longer queues behind
+    symbol lookups)."""
     wl = Workload([DEMO])
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.enabled=false")
     body = symbol_body(wl.pid).encode()
@@ -255,8 +255,12 @@ def test_metrics_beside_symbol():
     log("  order: %s" % " ".join("%s%s" % (k, "" if k == "metrics" else i) for k, i, _ in order))
     check(st == 200, "/metrics %d" % st)
     check(all(c == 200 for k, _, c in order if k == "symbol"), "symbol answers %r" % order)
-    check(order[-1][0] != "metrics",
-          "/metrics was answered after every /symbol request: it waited behind them")
+    # Before, /metrics shared the symbol requests' two threads and came
+    # after 7 or 8 of them; now the symbol threads can finish at most
+    # their first two while /metrics is answered (half is generous).
+    before = [k for k, _, _ in order].index("metrics")
+    check(before < 4, "/metrics answered after %d of the 8 /symbol requests: it waited "
+          "behind them" % before)
     inflight = re.search(rb"^podprof_http_in_flight (\d+)", mb, re.M)
     log("  podprof_http_in_flight in that /metrics: %s" % (inflight.group(1) if inflight else "?"))
     pp.stop()
