@@ -30,7 +30,8 @@
 #include "util/sigbus.h"
 
 #define MAX_PCS 256
-#define MAX_SERVERS 16
+/* The main server and one per target with its own listen address. */
+#define MAX_SERVERS (1 + PP_CONFIG_MAX_LISTENERS)
 #define THREADCREATE_MAX 65536
 #define TRIM_INTERVAL_NS (10ull * 1000 * 1000 * 1000)
 
@@ -64,6 +65,7 @@ struct target {
 	uint64_t maps_hash;
 	unsigned maps_gen;
 	bool seen;
+	uint64_t dump_ns; /* last thread dump (threads.min_interval_ms), monotonic */
 	struct target_coll c[COLL__COUNT];
 };
 
@@ -115,13 +117,6 @@ struct source_ctx {
 	uint64_t dump_text_ns;
 };
 
-/* Targets dumped lately, for threads.min_interval_ms (under snapshot_lock). */
-struct dump_recent {
-	pid_t pid;
-	uint64_t ns;
-};
-#define DUMP_RECENT_MAX 1024
-
 struct pp_agent {
 	struct pp_config *cfg;
 	struct pp_agent_opts opts;
@@ -161,11 +156,11 @@ struct pp_agent {
 	pthread_mutex_t unw_lock;
 	struct unw_cache unw;
 	pthread_mutex_t snapshot_lock; /* goroutine/threadcreate requests */
-	struct dump_recent dump_recent[DUMP_RECENT_MAX];
 	uint64_t dump_limited_logged_ns, dump_deadline_logged_ns;
 
-	struct tc_entry *tc;
+	struct tc_entry *tc; /* under lock */
 	size_t n_tc, cap_tc;
+	uint64_t tc_pruned, tc_dropped; /* under lock: exited threads, table full */
 
 	struct collector colls[COLL__COUNT];
 	pthread_t th_discovery;
@@ -830,12 +825,51 @@ static void attach_pass(struct pp_agent *a)
 	}
 }
 
+static int cmp_pid(const void *x, const void *y)
+{
+	pid_t l = *(const pid_t *)x, r = *(const pid_t *)y;
+	return l < r ? -1 : l > r;
+}
+
+/*
+ * Drop pid's creation stacks whose thread is not in live (sorted; NULL:
+ * the process exited, drop them all). a->lock held.
+ */
+static void __tc_prune(struct pp_agent *a, pid_t pid, const pid_t *live, size_t n_live)
+{
+	for (size_t i = 0; i < a->n_tc;) {
+		struct tc_entry *e = &a->tc[i];
+		if (e->pid != pid ||
+		    (live && bsearch(&e->tid, live, n_live, sizeof(*live), cmp_pid))) {
+			i++;
+			continue;
+		}
+		*e = a->tc[--a->n_tc];
+		a->tc_pruned++;
+	}
+}
+
+/* pid's live threads were listed (tids, sorted here): forget the others' creation stacks. */
+static void tc_prune_live(struct pp_agent *a, pid_t pid, pid_t *tids, size_t n)
+{
+	pthread_mutex_lock(&a->lock);
+	bool empty = a->n_tc == 0;
+	pthread_mutex_unlock(&a->lock);
+	if (empty)
+		return; /* nothing recorded (no off-CPU tracer): no sort, no scan */
+	qsort(tids, n, sizeof(*tids), cmp_pid);
+	pthread_mutex_lock(&a->lock);
+	__tc_prune(a, pid, tids, n);
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void target_remove_at(struct pp_agent *a, size_t i)
 {
 	struct target *t = &a->targets[i];
 	pp_info("target: pid %d (%s) exited", t->pid, t->comm);
 	queue_detach(a, t);
 	pp_store__process_exit(a->store, t->pid);
+	__tc_prune(a, t->pid, NULL, 0);
 	free(t->exe);
 	a->targets[i] = a->targets[--a->n_targets];
 	atomic_fetch_add(&a->exits_gen, 1);
@@ -901,6 +935,7 @@ static void update_thread_names(struct pp_agent *a, pid_t pid)
 			pp_store__set_thread_name(a->store, pid, tids[i], name);
 	}
 	atomic_store(&a->threads_seen, n);
+	tc_prune_live(a, pid, tids, n);
 	free(tids);
 }
 
@@ -1590,6 +1625,8 @@ static void tc_record(struct pp_agent *a, pid_t pid, pid_t tid, const uint64_t *
 		if (a->n_tc < a->cap_tc)
 			e = &a->tc[a->n_tc++];
 	}
+	if (!e)
+		a->tc_dropped++;
 	if (e) {
 		e->pid = pid;
 		e->tid = tid;
@@ -1697,6 +1734,23 @@ static void *collector_main(void *arg)
 
 /* ---- thread snapshots (goroutine, threadcreate) ---- */
 
+/*
+ * Every target pid of group (-1: all) into *ret (caller frees; NULL when
+ * none or out of memory). Copied under a->lock.
+ */
+static size_t group_pids_all(struct pp_agent *a, int group, pid_t **ret)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&a->lock);
+	pid_t *v = a->n_targets ? malloc(a->n_targets * sizeof(*v)) : NULL;
+	for (size_t i = 0; v && i < a->n_targets; i++)
+		if (group < 0 || a->targets[i].group == group)
+			v[n++] = a->targets[i].pid;
+	pthread_mutex_unlock(&a->lock);
+	*ret = v;
+	return n;
+}
+
 static size_t group_pids(struct pp_agent *a, int group, pid_t *out, size_t max)
 {
 	size_t n = 0;
@@ -1731,35 +1785,29 @@ static void dump_frames(struct pp_agent *a, pid_t pid, const struct pp_maps *map
  * ago (they are then noted as dumped now), else how many ns until they all
  * may be (a full table: the whole interval). Under snapshot_lock.
  */
-static uint64_t dump_too_soon(struct pp_agent *a, const pid_t *pids, size_t np, uint64_t now)
+/*
+ * 0 and every target of group marked dumped now, or how long until each of
+ * them may be dumped again (threads.min_interval_ms). Per target, so any
+ * number of targets is served. a->lock.
+ */
+static uint64_t dump_too_soon(struct pp_agent *a, int group, uint64_t now)
 {
 	uint64_t iv = (uint64_t)a->cfg->threads.min_interval_ms * 1000000ull, wait = 0;
-	size_t free_slots = 0;
 
 	if (!iv)
 		return 0;
-	for (size_t i = 0; i < DUMP_RECENT_MAX; i++) {
-		struct dump_recent *d = &a->dump_recent[i];
-		if (d->pid && now - d->ns >= iv)
-			d->pid = 0;
-		if (!d->pid) {
-			free_slots++;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n_targets; i++) {
+		const struct target *t = &a->targets[i];
+		if ((group >= 0 && t->group != group) || !t->dump_ns || now - t->dump_ns >= iv)
 			continue;
-		}
-		for (size_t p = 0; p < np; p++)
-			if (pids[p] == d->pid && d->ns + iv - now > wait)
-				wait = d->ns + iv - now;
+		wait = PP_MAX(wait, t->dump_ns + iv - now);
 	}
-	if (wait)
-		return wait;
-	if (free_slots < np)
-		return iv;
-	for (size_t i = 0, p = 0; i < DUMP_RECENT_MAX && p < np; i++)
-		if (!a->dump_recent[i].pid) {
-			a->dump_recent[i].pid = pids[p++];
-			a->dump_recent[i].ns = now;
-		}
-	return 0;
+	for (size_t i = 0; !wait && i < a->n_targets; i++)
+		if (group < 0 || a->targets[i].group == group)
+			a->targets[i].dump_ns = now;
+	pthread_mutex_unlock(&a->lock);
+	return wait;
 }
 
 static struct source_ctx *source_of_group(struct pp_agent *a, int group)
@@ -1843,8 +1891,8 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 			pp_store__gauge_begin(a->store, PP_PROFILE_GOROUTINE);
 		return 0;
 	}
-	pid_t pids[1024];
-	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
+	pid_t *pids = NULL;
+	size_t np = group_pids_all(a, group, &pids);
 	uint64_t now = pp_now_mono_ns();
 	struct pp_threads_opts to = {
 		.stack_bytes = a->cfg->cpu.stack_bytes,
@@ -1855,7 +1903,7 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 	size_t out_start = out ? out->len : 0;
 	size_t deadline_hits = 0;
 
-	uint64_t wait = dump_too_soon(a, pids, np, now);
+	uint64_t wait = dump_too_soon(a, group, now);
 	if (wait && out &&
 	    !(source_of_group(a, group) && source_of_group(a, group)->dump_text.len) &&
 	    wait <= 2000000000ull) {
@@ -1865,10 +1913,12 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 		nanosleep(&ts, NULL);
 		now = pp_now_mono_ns();
 		to.deadline_ns = now + (uint64_t)a->cfg->threads.dump_timeout_ms * 1000000ull;
-		wait = dump_too_soon(a, pids, np, now);
+		wait = dump_too_soon(a, group, now);
 	}
-	if (wait)
+	if (wait) {
+		free(pids);
 		return dump_limited(a, group, out, now);
+	}
 
 	unw_sweep(a); /* drop unwinders of exited processes */
 	/* debug=2 refreshes the gauge too: a rate-limited request gets this dump. */
@@ -1925,14 +1975,15 @@ static int snapshot_threads(struct pp_agent *a, int group, struct pp_buf *out)
 				pp_buf_reset(&sc->dump_text);
 		}
 	}
+	free(pids);
 	return 0;
 }
 
-/* threadcreate: creation stacks of live threads where traced, else their current stacks. */
+/* threadcreate: creation stacks of the live threads whose creation was traced. */
 static int refresh_threadcreate(struct pp_agent *a, int group)
 {
-	pid_t pids[1024];
-	size_t np = group_pids(a, group, pids, ARRAY_SIZE(pids));
+	pid_t *pids = NULL;
+	size_t np = group_pids_all(a, group, &pids);
 	pp_store__gauge_begin(a->store, PP_PROFILE_THREADCREATE);
 	for (size_t p = 0; p < np; p++) {
 		pid_t *tids = NULL;
@@ -1954,8 +2005,10 @@ static int refresh_threadcreate(struct pp_agent *a, int group)
 				pp_store__gauge_add(a->store, PP_PROFILE_THREADCREATE, pids[p],
 						    tids[i], pcs, n);
 		}
+		tc_prune_live(a, pids[p], tids, nt);
 		free(tids);
 	}
+	free(pids);
 	pp_store__gauge_end(a->store, PP_PROFILE_THREADCREATE);
 	return 0;
 }
@@ -2009,6 +2062,8 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 	refresh_gauge(a, kind, sc->group);
 	struct pp_store_snapshot *s =
 		pp_store__snapshot(a->store, kind == PP_PROFILE_ALLOCS ? PP_PROFILE_HEAP : kind);
+	/* EAGAIN: limits.max_window_bytes (the server answers 503) */
+	int err = s ? 0 : errno == EAGAIN ? -EAGAIN : -ENOMEM;
 	if (!s) {
 		if (kind == PP_PROFILE_CPU) {
 			pthread_mutex_lock(&a->win_lock);
@@ -2019,7 +2074,7 @@ static int src_begin(void *ctx, enum pp_profile_kind kind, void **ret_base)
 		} else if (offcpu_kind(kind)) {
 			offcpu_demand(a, -1);
 		}
-		return -ENOMEM;
+		return err;
 	}
 	if (cb) {
 		cb->snap = s;
@@ -2182,14 +2237,15 @@ static long src_count(void *ctx, enum pp_profile_kind kind)
 {
 	struct source_ctx *sc = ctx;
 	if (kind == PP_PROFILE_GOROUTINE) {
-		pid_t pids[1024];
-		size_t np = group_pids(sc->a, sc->group, pids, ARRAY_SIZE(pids));
+		pid_t *pids = NULL;
+		size_t np = group_pids_all(sc->a, sc->group, &pids);
 		long n = 0;
 		for (size_t i = 0; i < np; i++) {
 			struct pp_proc_status ps;
 			if (pp_proc__read_status(pids[i], &ps) == 0)
 				n += ps.threads;
 		}
+		free(pids);
 		return n;
 	}
 	return pp_store__count(sc->a->store, kind, sc->group);
@@ -2251,11 +2307,18 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->uptime_seconds = (double)(pp_now_mono_ns() - a->start_ns) / 1e9;
 	m->rss_bytes = self_rss_kb() * 1024;
 	pthread_mutex_lock(&a->lock);
-	m->n_targets = a->n_targets;
+	/* A per-target listener shows its own target's series (and podprof's). */
+	m->n_targets = 0;
+	for (size_t i = 0; i < a->n_targets; i++)
+		m->n_targets += sc->group < 0 || a->targets[i].group == sc->group;
 	m->cpu_windows = a->cpu_windows;
+	m->agent.tc_entries = a->n_tc;
+	m->agent.tc_pruned = a->tc_pruned;
+	m->agent.tc_dropped = a->tc_dropped;
 	pthread_mutex_unlock(&a->lock);
 	m->targets = tv;
-	m->n_listed = targets_present(a, -1, tv, 256, false);
+	m->n_listed = targets_present(a, sc->group, tv, 256, false);
+	uint64_t tce = m->agent.tc_entries, tcp = m->agent.tc_pruned, tcd = m->agent.tc_dropped;
 	m->agent = (struct pp_agent_counters){
 		.samples = a->samples,
 		.unwinds = a->unwinds,
@@ -2266,6 +2329,9 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 		.target_read_errors = a->target_read_errors,
 		.heap_events = a->heap_events,
 		.offcpu_events = a->offcpu_events,
+		.tc_entries = tce,
+		.tc_pruned = tcp,
+		.tc_dropped = tcd,
 	};
 	pthread_mutex_lock(&a->unw_lock);
 	m->agent.unwinders = a->unw.n;
@@ -2475,6 +2541,7 @@ struct pp_agent *pp_agent__new(const struct pp_config *cfg, const struct pp_agen
 		.cpu_period_ns = 1000000000ull / a->cfg->cpu.frequency_hz,
 		.sym_ops = a->iso ? &iso_ops : NULL,
 		.sym_ctx = a,
+		.max_snapshot_bytes = a->cfg->limits.max_window_bytes,
 	};
 	a->store = pp_store__new(&sto, a->sym);
 	if (!a->sym || !a->store) {
@@ -2563,8 +2630,11 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 {
 	if (!listen || !*listen || !strcmp(listen, "0"))
 		return 0;
-	if (a->n_servers >= MAX_SERVERS)
+	if (a->n_servers >= MAX_SERVERS) {
+		/* The config refuses more (PP_CONFIG_MAX_LISTENERS): a bug if seen. */
+		pp_err("http: cannot listen on %s: more than %d servers", listen, MAX_SERVERS);
 		return -ENOSPC;
+	}
 	struct pp_http_opts ho = {
 		.listen = listen,
 		.max_connections = a->cfg->http.max_connections,
@@ -2574,6 +2644,8 @@ static int start_server(struct pp_agent *a, const char *listen, int group, const
 		.header_timeout_seconds = a->cfg->http.header_timeout_seconds,
 		.workers = a->cfg->http.workers,
 		.max_window_seconds = a->cfg->cpu.max_seconds,
+		.max_windows = a->cfg->http.max_windows,
+		.max_windows_per_client = a->cfg->http.max_windows_per_client,
 		.token = a->opts.token,
 		.allowed_hosts = a->cfg->http.allowed_hosts,
 		.index_title = title,

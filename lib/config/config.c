@@ -178,6 +178,8 @@ static const struct key_def config_keys[] = {
 	U("http.timeout_seconds", http.timeout_seconds, 1, 3600),
 	U("http.header_timeout_seconds", http.header_timeout_seconds, 1, 3600),
 	U("http.workers", http.workers, 1, 64),
+	U("http.max_windows", http.max_windows, 1, 10000),
+	U("http.max_windows_per_client", http.max_windows_per_client, 1, 10000),
 	{ .key = "http.token_file", .type = K_STR, .off = OFF(http.token_file) },
 	{ .key = "http.allowed_hosts", .type = K_HOSTS, .off = OFF(http.allowed_hosts) },
 	U("limits.max_targets", limits.max_targets, 1, 65536),
@@ -185,6 +187,12 @@ static const struct key_def config_keys[] = {
 	{ .key = "limits.symbol_cache_bytes",
 	  .type = K_U64,
 	  .off = OFF(limits.symbol_cache_bytes),
+	  .min = MIB,
+	  .max = 64 * GIB,
+	  .sizes = true },
+	{ .key = "limits.max_window_bytes",
+	  .type = K_U64,
+	  .off = OFF(limits.max_window_bytes),
 	  .min = MIB,
 	  .max = 64 * GIB,
 	  .sizes = true },
@@ -1414,6 +1422,18 @@ static int walk_target(struct ctx *x, struct pp_selector *t, size_t idx, const s
 	return 0;
 }
 
+/* The value of key in mapping m, else m itself (for an error's line and path). */
+static const struct node *map_value(const struct node *m, const char *key)
+{
+	if (m->type != N_MAP)
+		return m;
+	for (size_t i = 0; i + 1 < m->n; i += 2)
+		if (m->kids[i]->type == N_SCALAR && m->kids[i]->str &&
+		    strcmp(m->kids[i]->str, key) == 0)
+			return m->kids[i + 1];
+	return m;
+}
+
 static int walk_targets(struct ctx *x, struct pp_config *c, const struct node *seq)
 {
 	struct pp_selector *t;
@@ -1435,6 +1455,7 @@ static int walk_targets(struct ctx *x, struct pp_config *c, const struct node *s
 	t = calloc(seq->n, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	size_t listeners = 0;
 	for (size_t i = 0; i < seq->n; i++) {
 		r = walk_target(x, &t[i], i, seq->kids[i]);
 		for (size_t j = 0; r == 0 && j < i; j++) {
@@ -1443,6 +1464,12 @@ static int walk_targets(struct ctx *x, struct pp_config *c, const struct node *s
 					    "name \"%.64s\" is already used by targets[%zu]",
 					    t[i].name, j);
 		}
+		if (r == 0 && t[i].listen && ++listeners > PP_CONFIG_MAX_LISTENERS)
+			r = fail_at(x, map_value(seq->kids[i], "listen"),
+				    "more than %d targets have their own listen address (each is "
+				    "a server of its own; at most %d): leave listen out of the "
+				    "others to serve them on the main server",
+				    PP_CONFIG_MAX_LISTENERS, PP_CONFIG_MAX_LISTENERS);
 		if (r < 0) {
 			for (size_t j = 0; j <= i; j++)
 				free_selector(&t[j]);
@@ -1570,6 +1597,8 @@ struct pp_config *pp_config__new_default(void)
 	c->http.max_connections_per_client = 64;
 	c->http.header_timeout_seconds = 10;
 	c->http.workers = 4;
+	c->http.max_windows = 256;
+	c->http.max_windows_per_client = 32;
 	c->http.max_request_bytes = 65536;
 	c->http.timeout_seconds = 30;
 	c->http.token_file = NULL;
@@ -1577,6 +1606,7 @@ struct pp_config *pp_config__new_default(void)
 	c->limits.max_targets = 256;
 	c->limits.max_stacks = 200000;
 	c->limits.symbol_cache_bytes = 64 * MIB;
+	c->limits.max_window_bytes = 64 * MIB;
 	c->limits.max_maps_entries = 65536;
 	c->limits.max_maps_bytes = 16 * MIB;
 	c->limits.max_target_fds = 256;

@@ -22,6 +22,9 @@
 #include "util/log.h"
 #include "util/util.h"
 
+/* Targets with a listen address of their own (each is one more HTTP server). */
+#define PP_CONFIG_MAX_LISTENERS 16
+
 enum pp_unwind_mode { PP_UNWIND_DWARF = 0, PP_UNWIND_FRAME_POINTER };
 /* auto: pause on the uprobe path (every call traps), warn with the agent. */
 enum pp_heap_policy { PP_HEAP_POLICY_WARN = 0, PP_HEAP_POLICY_PAUSE, PP_HEAP_POLICY_AUTO };
@@ -50,7 +53,9 @@ struct pp_selector {
 	char *cmdline; /* POSIX extended regex, searched in argv joined by spaces */
 	char *container; /* fnmatch(3) pattern on the Kubernetes container name */
 	char *container_id; /* prefix (4..64 lowercase hex digits) of the container id */
-	char *listen; /* own listen address for this entry's processes; NULL = main server */
+	/* own listen address for this entry's processes; NULL = main server.
+	 * At most PP_CONFIG_MAX_LISTENERS entries have one (checked at parse). */
+	char *listen;
 	int line; /* line in the config file (0 for flags/defaults) */
 };
 
@@ -111,6 +116,8 @@ struct pp_config {
 		unsigned timeout_seconds; /* idle connection timeout, default 30 (1..3600) */
 		unsigned header_timeout_seconds; /* headers complete within, default 10 (1..3600) */
 		unsigned workers; /* threads rendering profiles, default 4 (1..64) */
+		unsigned max_windows; /* profile windows open at once per server, default 256 */
+		unsigned max_windows_per_client; /* of those, from one address, default 32 */
 		char *token_file; /* bearer token file; NULL = no auth */
 		/* Host names accepted besides loopback and the machine's own, joined by ","; NULL = none */
 		char *allowed_hosts;
@@ -120,6 +127,7 @@ struct pp_config {
 		unsigned max_targets; /* processes profiled at once, default 256 */
 		unsigned max_stacks; /* distinct stacks kept, default 200000 */
 		uint64_t symbol_cache_bytes; /* default 64 MiB */
+		uint64_t max_window_bytes; /* held by window baselines, default 64 MiB */
 		/* /proc/PID/maps reads stop at either (pp_maps__set_caps) */
 		unsigned max_maps_entries; /* default 65536 (256..1000000) */
 		unsigned max_maps_bytes; /* default 16 MiB (64KiB..256MiB) */

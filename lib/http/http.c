@@ -7,10 +7,11 @@
  * thread. Requests that only read atomics (/healthz, redirects, errors, the
  * embedded page) are answered in that thread. Everything else is suspended
  * (MHD_suspend_connection) and handed to a pool: a "light" pool for
- * /metrics, the index, cmdline and symbol, a "heavy" pool (opts->workers)
+ * /metrics, the index and cmdline, a "symbol" pool for /symbol (a body of
+ * thousands of addresses takes a while), a "heavy" pool (opts->workers)
  * for rendering profiles, so the cheap endpoints never queue behind a
- * render. A worker builds the response and resumes the connection; the
- * polling thread then queues it. A CPU window or a delta begins in a heavy
+ * render or a symbol lookup. A worker builds the response and resumes the
+ * connection; the polling thread then queues it. A CPU window or a delta begins in a heavy
  * worker and then waits in the timer thread, holding no worker: the timer
  * thread watches the client socket (EPOLLRDHUP) and the window's end, and
  * at the end hands the render to the heavy pool. A client that goes away
@@ -29,6 +30,12 @@
  * request) is closed by the timer thread (shutdown(2) on its socket; MHD
  * then closes it). Each refusal is counted per reason in /metrics and
  * reported to src->refused at most once per 10 s per reason.
+ *
+ * Window limits: at most max_windows windows (CPU or delta) begun and not
+ * yet answered, max_windows_per_client of them from one address; beyond,
+ * and when the source refuses a baseline for memory (-EAGAIN from begin),
+ * 503 with the reason, Retry-After: 1 and Connection: close. A refused
+ * window takes no baseline.
  *
  * Request checks, once the headers are in, before any body is read and
  * before the token: ambiguous framing (request smuggling) 400, a Host that
@@ -66,6 +73,9 @@
 #define DEFAULT_WORKERS 4
 #define MAX_WORKERS 64
 #define LIGHT_WORKERS 2
+#define SYMBOL_WORKERS 2
+#define DEFAULT_MAX_WINDOWS 256
+#define DEFAULT_MAX_WINDOWS_PER_CLIENT 32
 /* Over the per-client limit but within twice it: answered 429 after this. */
 #define OVER_LIMIT_HEADER_SECONDS 1
 #define CLIENT_BUCKETS 256
@@ -117,6 +127,9 @@ enum refusal {
 	REF_CROSS_SITE, /* answered 403: a cross-site browser request for data */
 	REF_FRAMING, /* answered 400: ambiguous body framing (request smuggling) */
 	REF_PER_CLIENT_EVICTED, /* idle, closed to make room for its address's newest */
+	REF_WINDOWS, /* answered 503: max_windows open */
+	REF_WINDOWS_PER_CLIENT, /* answered 503: max_windows_per_client from the address */
+	REF_WINDOW_BYTES, /* answered 503: the window baselines' memory cap (source -EAGAIN) */
 	REF__COUNT
 };
 
@@ -130,6 +143,9 @@ static const char *const refusal_names[REF__COUNT] = {
 	[REF_CROSS_SITE] = "cross_site",
 	[REF_FRAMING] = "framing",
 	[REF_PER_CLIENT_EVICTED] = "per_client_evicted",
+	[REF_WINDOWS] = "max_windows",
+	[REF_WINDOWS_PER_CLIENT] = "windows_per_client",
+	[REF_WINDOW_BYTES] = "window_bytes",
 };
 
 /* Connections open from one address (polling thread only). */
@@ -139,6 +155,7 @@ struct client {
 	unsigned char len;
 	unsigned count;
 	unsigned evicting; /* of count, closed by us and not yet gone */
+	unsigned windows; /* profile windows open from the address, under win_lock */
 };
 
 /* One open connection, the MHD socket context. */
@@ -178,6 +195,7 @@ struct pp_http_server {
 	unsigned timeout_seconds;
 	unsigned max_per_client;
 	unsigned header_timeout_seconds;
+	unsigned max_windows, max_windows_per_client;
 	char *allowed_hosts; /* opts->allowed_hosts; NULL = none */
 	char listen_host[256]; /* normalized; "" = every address */
 	pthread_mutex_t host_lock; /* own, n_own, hostname, own_at */
@@ -197,11 +215,14 @@ struct pp_http_server {
 	_Atomic uint64_t refusal_logged[REF__COUNT]; /* last log line, monotonic ns */
 	atomic_ulong requests[R__COUNT][N_CODES];
 
-	struct pool light, heavy;
+	/* light: /metrics, index, cmdline; symbol: /symbol (slow bodies of
+	 * addresses never delay /metrics); heavy: profiles */
+	struct pool light, symbol, heavy;
 	pthread_t timer;
 	bool timer_started;
-	pthread_mutex_t win_lock; /* windows */
+	pthread_mutex_t win_lock; /* windows, windows_open, client->windows */
 	struct job *windows; /* waiting, doubly linked */
+	unsigned windows_open; /* begun and not yet released (max_windows) */
 	pthread_mutex_t conn_lock; /* conns */
 	struct conn *conns;
 	struct client *clients[CLIENT_BUCKETS]; /* polling thread only */
@@ -229,6 +250,8 @@ struct job {
 	unsigned secs;
 	uint64_t end_ns;
 	void *base;
+	struct client *wcl; /* counted in wcl->windows and windows_open; NULL: not counted */
+	bool counted;
 	char filename[64];
 	/* the result, read by the polling thread after the resume */
 	struct MHD_Response *resp; /* NULL: close the connection */
@@ -475,6 +498,11 @@ static void refuse(struct pp_http_server *s, enum refusal why)
 				"Transfer-Encoding, or conflicting lengths)",
 		[REF_PER_CLIENT_EVICTED] = "http.max_connections_per_client from one address: "
 					   "its oldest connection waiting for headers is closed",
+		[REF_WINDOWS] = "503: http.max_windows profile windows open",
+		[REF_WINDOWS_PER_CLIENT] = "503: http.max_windows_per_client profile windows "
+					   "open from one address",
+		[REF_WINDOW_BYTES] = "503: profile window baselines hold "
+				     "limits.max_window_bytes",
 	};
 	unsigned long n = atomic_fetch_add(&s->refused[why], 1) + 1;
 	uint64_t now = pp_now_mono_ns(), last = atomic_load(&s->refusal_logged[why]);
@@ -485,6 +513,57 @@ static void refuse(struct pp_http_server *s, enum refusal why)
 	pp_dbg("http: refusing connections (%s; %lu so far)", what[why], n);
 	if (s->src.refused)
 		s->src.refused(s->src.ctx, what[why], n);
+}
+
+/*
+ * Count a window against max_windows and max_windows_per_client before
+ * its baseline is taken. 0, or the refusal (its message in *why).
+ */
+static int window_reserve(struct call *x, const char **why)
+{
+	struct pp_http_server *s = x->s;
+	struct job *j = x->job;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(x->c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const struct conn *k = ci ? ci->socket_context : NULL;
+	/* The client lives while one of its connections is open: this one is. */
+	struct client *cl = k ? k->cl : NULL;
+	int r = 0;
+
+	pthread_mutex_lock(&s->win_lock);
+	if (s->windows_open >= s->max_windows) {
+		r = REF_WINDOWS;
+		*why = "too many profile windows open (http.max_windows); try again when one "
+		       "ends";
+	} else if (cl && cl->windows >= s->max_windows_per_client) {
+		r = REF_WINDOWS_PER_CLIENT;
+		*why = "too many profile windows open from this address "
+		       "(http.max_windows_per_client); try again when one ends";
+	} else {
+		s->windows_open++;
+		if (cl)
+			cl->windows++;
+		j->wcl = cl;
+		j->counted = true;
+	}
+	pthread_mutex_unlock(&s->win_lock);
+	if (r)
+		refuse(s, (enum refusal)r);
+	return r;
+}
+
+/* The window's baseline is released: it no longer counts. Any thread. */
+static void window_unreserve(struct pp_http_server *s, struct job *j)
+{
+	pthread_mutex_lock(&s->win_lock);
+	if (j->counted) {
+		s->windows_open--;
+		if (j->wcl)
+			j->wcl->windows--;
+		j->counted = false;
+		j->wcl = NULL;
+	}
+	pthread_mutex_unlock(&s->win_lock);
 }
 
 /* The polling thread queues what the worker built, on the call after the resume. */
@@ -504,6 +583,7 @@ static void job_abort(struct job *j)
 			src->release(src->ctx, j->kind, j->base);
 		j->base = NULL;
 	}
+	window_unreserve(j->s, j);
 	if (j->resp)
 		MHD_destroy_response(j->resp);
 	j->resp = NULL;
@@ -699,23 +779,36 @@ static bool refuse_unavailable(struct call *x, enum pp_profile_kind kind, enum M
 static enum MHD_Result serve_window(struct call *x, enum pp_profile_kind kind, unsigned secs,
 				    const char *filename)
 {
+	static const char *const retry_hdrs[] = { "Retry-After", "1", "Connection", "close", NULL };
 	const struct pp_http_source *src = &x->s->src;
 	void *base = NULL;
 	enum MHD_Result refused;
+	const char *why = NULL;
 	int r;
 
 	if (!src->begin || !src->render || !x->job)
 		return send_errno(x, -EOPNOTSUPP);
 	if (refuse_unavailable(x, kind, &refused))
 		return refused;
+	if (window_reserve(x, &why))
+		return send_error_hdrs(x, 503, why, retry_hdrs);
 	r = src->begin(src->ctx, kind, &base);
-	if (r < 0)
-		return send_errno(x, r);
+	if (r < 0) {
+		window_unreserve(x->s, x->job);
+		if (r != -EAGAIN)
+			return send_errno(x, r);
+		refuse(x->s, REF_WINDOW_BYTES);
+		return send_error_hdrs(x, 503,
+				       "profile windows hold too much memory "
+				       "(limits.max_window_bytes); try again when one ends",
+				       retry_hdrs);
+	}
 	r = window_add(x, kind, secs, base, filename);
 	if (r < 0) {
 		atomic_fetch_add(&x->s->windows_aborted, 1);
 		if (src->release)
 			src->release(src->ctx, kind, base);
+		window_unreserve(x->s, x->job);
 		return MHD_NO;
 	}
 	x->pending = true;
@@ -735,6 +828,7 @@ static enum MHD_Result render_window(struct call *x)
 	if (src->release)
 		src->release(src->ctx, j->kind, j->base);
 	j->base = NULL;
+	window_unreserve(x->s, j);
 	if (r < 0) {
 		pp_buf_free(&out);
 		return send_errno(x, r);
@@ -1067,6 +1161,15 @@ static enum MHD_Result serve_metrics(struct call *x)
 			   "# TYPE podprof_http_windows_waiting gauge\n"
 			   "podprof_http_windows_waiting %lu\n",
 			   atomic_load(&s->windows_waiting));
+	pthread_mutex_lock(&s->win_lock);
+	unsigned wopen = s->windows_open;
+	pthread_mutex_unlock(&s->win_lock);
+	r |= pp_buf_printf(&b,
+			   "# HELP podprof_http_windows_open Profile windows begun and not yet "
+			   "answered (at most http.max_windows).\n"
+			   "# TYPE podprof_http_windows_open gauge\n"
+			   "podprof_http_windows_open %u\n",
+			   wopen);
 	r |= pp_buf_printf(&b,
 			   "# HELP podprof_http_connections_rejected_total Connections closed at "
 			   "accept because max_connections were open.\n"
@@ -1494,7 +1597,10 @@ static enum MHD_Result defer(struct call *x, struct req *rq, const char *method)
 	}
 	rq->job = j;
 	MHD_suspend_connection(x->c);
-	pool_submit(heavy_route(x->route) ? &x->s->heavy : &x->s->light, j);
+	pool_submit(heavy_route(x->route)  ? &x->s->heavy
+		    : x->route == R_SYMBOL ? &x->s->symbol
+					   : &x->s->light,
+		    j);
 	return MHD_YES;
 }
 
@@ -1972,6 +2078,8 @@ static void server_free(struct pp_http_server *s)
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_mutex_destroy(&s->light.lock);
 	pthread_cond_destroy(&s->light.cond);
+	pthread_mutex_destroy(&s->symbol.lock);
+	pthread_cond_destroy(&s->symbol.cond);
 	pthread_mutex_destroy(&s->heavy.lock);
 	pthread_cond_destroy(&s->heavy.cond);
 	if (s->token) {
@@ -2033,6 +2141,7 @@ static void stop_workers(struct pp_http_server *s)
 	if (s->stop_fd >= 0 && write(s->stop_fd, &one, sizeof(one)) < 0)
 		pp_dbg("http: eventfd write: %s", strerror(errno));
 	pool_stop(&s->light);
+	pool_stop(&s->symbol);
 	pool_stop(&s->heavy);
 	if (s->timer_started)
 		pthread_join(s->timer, NULL);
@@ -2095,9 +2204,11 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	pthread_mutex_init(&s->host_lock, NULL);
 	pthread_mutex_init(&s->light.lock, NULL);
 	pthread_cond_init(&s->light.cond, NULL);
+	pthread_mutex_init(&s->symbol.lock, NULL);
+	pthread_cond_init(&s->symbol.cond, NULL);
 	pthread_mutex_init(&s->heavy.lock, NULL);
 	pthread_cond_init(&s->heavy.cond, NULL);
-	s->light.s = s->heavy.s = s;
+	s->light.s = s->symbol.s = s->heavy.s = s;
 	s->src = *src;
 	s->max_connections =
 		fd_capped(opts->max_connections ? opts->max_connections : DEFAULT_MAX_CONNECTIONS);
@@ -2109,6 +2220,9 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 						       : DEFAULT_MAX_REQUEST_BYTES;
 	s->max_window_seconds = opts->max_window_seconds ? opts->max_window_seconds
 							 : DEFAULT_MAX_WINDOW_SECONDS;
+	s->max_windows = opts->max_windows ? opts->max_windows : DEFAULT_MAX_WINDOWS;
+	s->max_windows_per_client = opts->max_windows_per_client ? opts->max_windows_per_client
+								 : DEFAULT_MAX_WINDOWS_PER_CLIENT;
 	s->timeout_seconds = opts->timeout_seconds ? opts->timeout_seconds
 						   : DEFAULT_TIMEOUT_SECONDS;
 	if (opts->token && *opts->token) {
@@ -2193,6 +2307,8 @@ struct pp_http_server *pp_http_server__start(const struct pp_http_opts *opts,
 	}
 	workers = opts->workers ? PP_MIN(opts->workers, MAX_WORKERS) : DEFAULT_WORKERS;
 	r = pool_start(&s->light, LIGHT_WORKERS);
+	if (!r)
+		r = pool_start(&s->symbol, SYMBOL_WORKERS);
 	if (!r)
 		r = pool_start(&s->heavy, workers);
 	if (!r) {

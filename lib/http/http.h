@@ -79,7 +79,8 @@ struct pp_http_source {
 
 /*
  * A zero limit means its default: 1024 connections, 64 per client address,
- * 65536 bytes, 30 s idle, 10 s for the headers, 300 s windows, 4 workers.
+ * 65536 bytes, 30 s idle, 10 s for the headers, 300 s windows, 4 workers,
+ * 256 windows, 32 per client address.
  */
 struct pp_http_opts {
 	/* "host:port", ":port" (all addresses), "[::1]:port"; NULL = 127.0.0.1:6060 */
@@ -101,6 +102,12 @@ struct pp_http_opts {
 	unsigned header_timeout_seconds;
 	unsigned workers; /* threads rendering profiles (windows wait without one) */
 	unsigned max_window_seconds; /* /profile and delta windows above this -> 400 */
+	/*
+	 * windows begun and not yet answered (default 256), of them from one
+	 * client address (default 32): beyond, 503 with the reason. begin()
+	 * returning -EAGAIN (the source's memory cap for baselines) is a 503 too.
+	 */
+	unsigned max_windows, max_windows_per_client;
 	/* non-NULL: require "Authorization: Bearer <token>" except on /healthz */
 	const char *token;
 	/*

@@ -370,6 +370,14 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		      "podprof_thread_dumps_refused_total{reason=\"rate_limit\"} %" PRIu64 "\n"
 		      "podprof_thread_dumps_refused_total{reason=\"deadline\"} %" PRIu64 "\n",
 		      ac->dumps_limited, ac->dump_deadline_threads);
+	G("threadcreate_entries", "Creation stacks of live threads held for threadcreate.",
+	  ac->tc_entries);
+	C("threadcreate_pruned_total",
+	  "Creation stacks dropped because their thread or process exited.", ac->tc_pruned);
+	C("threadcreate_dropped_total",
+	  "Creation stacks not kept: the table of 65536 live threads was full (those "
+	  "threads are missing from threadcreate).",
+	  ac->tc_dropped);
 	C("ptrace_stops_total", "Threads of targets stopped (thread dumps, heap injection).",
 	  ac->tracee_stops);
 	C("ptrace_stops_avoided_total",
@@ -410,6 +418,20 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 	  ss->dropped_locations);
 	C("store_released_procs_total", "Exited processes whose data was released.",
 	  ss->released_procs);
+	G("window_snapshots", "Baselines of open profile windows (one per window).", ss->snapshots);
+	G("window_snapshots_full",
+	  "Of them, full copies of a kind's counters; the others hold only what changed "
+	  "since a full one they share.",
+	  ss->snapshots_full);
+	G("window_snapshot_bytes",
+	  "Memory held by window baselines (capped by limits.max_window_bytes).",
+	  ss->snapshot_bytes);
+	C("window_snapshot_shares_total",
+	  "Windows whose baseline shares a full copy (holding only what changed since).",
+	  ss->snapshot_shares);
+	C("window_snapshots_refused_total",
+	  "Windows refused (503): their baselines would exceed limits.max_window_bytes.",
+	  ss->snapshots_refused);
 	C("store_unknown_frees_total", "Frees of untracked addresses.", ss->unknown_frees);
 	C("store_heap_samples_total", "Sampled allocations stored.", ss->heap_samples);
 	C("store_cpu_samples_total", "CPU samples stored.", ss->cpu_samples);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pprof/pprof.h"
@@ -127,6 +128,7 @@ struct st_stack {
 	uint32_t n;
 	uint32_t *locs;
 	int64_t v[NVALS];
+	uint64_t mgen; /* st->gen when v last changed (snapshot overlays) */
 	uint64_t hash;
 };
 
@@ -164,9 +166,12 @@ struct pp_store {
 	size_t n_free_stacks, cap_free_stacks;
 	uint64_t next_stack_id;
 
-	/* Open snapshots (a delta base or a window start), oldest first. */
+	/* Open snapshots (a delta base or a window start), newest first;
+	 * shared by the windows of a kind that begin within SNAP_SHARE_NS. */
 	struct pp_store_snapshot *snaps;
 	uint64_t snap_seq;
+	uint64_t snap_bytes; /* held by open snapshots' values */
+	uint64_t gen; /* bumped at each change of a stack's values (stack_touch) */
 	uint64_t last_gc_ns;
 	size_t n_exited; /* held, not alive */
 
@@ -203,6 +208,12 @@ struct snap_val {
 struct pp_store_snapshot {
 	struct pp_store *st;
 	struct pp_store_snapshot *prev, *next;
+	unsigned refs; /* its window and the overlays on it; under the store lock */
+	/* NULL: v holds every stack of kind. Else v holds the stacks changed
+	 * since parent was taken (st->gen > parent->gen), the rest are parent's. */
+	struct pp_store_snapshot *parent;
+	uint64_t gen; /* st->gen when taken */
+	size_t bytes; /* counted in st->snap_bytes */
 	uint64_t seq;
 	enum pp_profile_kind kind;
 	uint64_t time_ns;
@@ -211,6 +222,12 @@ struct pp_store_snapshot {
 };
 
 /* ---- small helpers ---- */
+
+/* x's values changed: snapshots taken before now hold other values for it. Lock held. */
+static inline void stack_touch(struct pp_store *st, struct st_stack *x)
+{
+	x->mgen = ++st->gen;
+}
 
 static uint8_t stack_kind_for(enum pp_profile_kind k);
 static void *worker_main(void *arg);
@@ -1476,6 +1493,7 @@ int pp_store__add_cpu(struct pp_store *st, pid_t pid, pid_t tid, const uint64_t 
 	} else {
 		st->stacks[s].v[0] += 1;
 		st->stacks[s].v[1] += (int64_t)weight_ns;
+		stack_touch(st, &st->stacks[s]);
 		st->stats.cpu_samples++;
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -1533,6 +1551,7 @@ static void live_unaccount(struct pp_store *st, const struct st_live *e)
 	struct st_stack *s = &st->stacks[e->stack];
 	s->v[2] -= 1;
 	s->v[3] -= (int64_t)e->size;
+	stack_touch(st, s);
 }
 
 /* Rehashes the live table into cap slots (a power of two above twice the
@@ -1620,6 +1639,7 @@ int pp_store__heap_alloc(struct pp_store *st, pid_t pid, pid_t tid, const uint64
 	struct st_stack *x = &st->stacks[s];
 	x->v[0] += 1;
 	x->v[1] += (int64_t)size;
+	stack_touch(st, x);
 	st->stats.heap_samples++;
 	/* (a table that could not grow keeps a free slot: probes end) */
 	if (st->n_live >= st->opts.max_live || st->n_live + 1 >= st->live_cap) {
@@ -1674,6 +1694,7 @@ int pp_store__add_contention(struct pp_store *st, enum pp_profile_kind kind, pid
 	} else {
 		st->stacks[s].v[0] += count;
 		st->stacks[s].v[1] += delay_ns;
+		stack_touch(st, &st->stacks[s]);
 		st->stats.contention_samples++;
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -1684,8 +1705,10 @@ int pp_store__gauge_begin(struct pp_store *st, enum pp_profile_kind kind)
 {
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->n_stacks; i++)
-		if (st->stacks[i].kind == kind)
+		if (st->stacks[i].kind == kind) {
 			memset(st->stacks[i].v, 0, sizeof(st->stacks[i].v));
+			stack_touch(st, &st->stacks[i]);
+		}
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -1700,8 +1723,10 @@ int pp_store__gauge_add(struct pp_store *st, enum pp_profile_kind kind, pid_t pi
 	(void)tid;
 	if (s < 0)
 		r = -ENOSPC;
-	else
+	else {
 		st->stacks[s].v[0] += 1;
+		stack_touch(st, &st->stacks[s]);
+	}
 	pthread_mutex_unlock(&st->lock);
 	return r;
 }
@@ -1718,42 +1743,118 @@ static int cmp_snap_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind)
+/* The newest full snapshot of kind (the base of overlays). Lock held. */
+static struct pp_store_snapshot *snap_full(struct pp_store *st, enum pp_profile_kind kind)
 {
-	struct pp_store_snapshot *s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
+	for (struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next)
+		if (sn->kind == kind && !sn->parent)
+			return sn;
+	return NULL;
+}
+
+/*
+ * A new snapshot of kind, linked: an overlay on the newest full snapshot
+ * of kind when at most half of its stacks changed since, else a full
+ * copy. NULL with errno EAGAIN over max_snapshot_bytes. Lock held.
+ */
+static struct pp_store_snapshot *__snap_take(struct pp_store *st, enum pp_profile_kind kind)
+{
 	uint8_t sk = stack_kind_for(kind);
-	s->kind = kind;
-	s->time_ns = pp_now_real_ns();
-	pthread_mutex_lock(&st->lock);
-	size_t n = 0;
-	for (size_t i = 0; i < st->n_stacks; i++)
-		n += st->stacks[i].kind == sk;
-	s->v = malloc((n ? n : 1) * sizeof(*s->v));
-	if (!s->v) {
-		pthread_mutex_unlock(&st->lock);
-		free(s);
-		return NULL;
-	}
+	struct pp_store_snapshot *full = snap_full(st, kind);
+	size_t n = 0, changed = 0;
+
 	for (size_t i = 0; i < st->n_stacks; i++) {
 		const struct st_stack *x = &st->stacks[i];
 		if (x->kind != sk)
+			continue;
+		n++;
+		changed += full && x->mgen > full->gen;
+	}
+	if (full && changed > full->n / 2)
+		full = NULL; /* a new base costs about as much as the overlay */
+	size_t keep = full ? changed : n;
+	size_t bytes = sizeof(struct pp_store_snapshot) + keep * sizeof(struct snap_val);
+	if (st->opts.max_snapshot_bytes && st->snap_bytes + bytes > st->opts.max_snapshot_bytes) {
+		st->stats.snapshots_refused++;
+		errno = EAGAIN;
+		return NULL;
+	}
+	struct pp_store_snapshot *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->v = malloc((keep ? keep : 1) * sizeof(*s->v));
+	if (!s->v) {
+		free(s);
+		return NULL;
+	}
+	for (size_t i = 0; i < st->n_stacks && s->n < keep; i++) {
+		const struct st_stack *x = &st->stacks[i];
+		if (x->kind != sk || (full && x->mgen <= full->gen))
 			continue;
 		s->v[s->n].id = x->id;
 		memcpy(s->v[s->n].v, x->v, sizeof(x->v));
 		s->n++;
 	}
+	if (full) {
+		full->refs++;
+		s->parent = full;
+		st->stats.snapshot_shares++;
+	}
+	s->kind = kind;
+	s->time_ns = pp_now_real_ns();
+	s->gen = st->gen;
+	s->bytes = bytes;
+	s->refs = 1;
 	s->st = st;
 	s->seq = ++st->snap_seq;
 	s->next = st->snaps;
 	if (st->snaps)
 		st->snaps->prev = s;
 	st->snaps = s;
-	pthread_mutex_unlock(&st->lock);
-	/* Slots are reused: ids are not in slot order. */
-	qsort(s->v, s->n, sizeof(*s->v), cmp_snap_id);
+	st->snap_bytes += bytes;
 	return s;
+}
+
+/*
+ * Sorting under the lock keeps a snapshot immutable once another can see
+ * it. It is O(changed log changed) for an overlay; a full copy is sorted
+ * under the lock too (the same order of cost as the copy made under it).
+ */
+struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind)
+{
+	struct pp_store_snapshot *s;
+
+	pthread_mutex_lock(&st->lock);
+	s = __snap_take(st, kind);
+	/* Slots are reused: ids are not in slot order. */
+	if (s)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_snap_id);
+	pthread_mutex_unlock(&st->lock);
+	return s;
+}
+
+/* Drop a reference; returns the chain to free once unreferenced. Lock held (or detached). */
+static struct pp_store_snapshot *__snap_unref(struct pp_store *st, struct pp_store_snapshot *snap)
+{
+	struct pp_store_snapshot *dead = NULL;
+
+	while (snap && --snap->refs == 0) {
+		struct pp_store_snapshot *parent = snap->parent;
+		if (st) {
+			if (snap->prev)
+				snap->prev->next = snap->next;
+			else
+				st->snaps = snap->next;
+			if (snap->next)
+				snap->next->prev = snap->prev;
+			st->snap_bytes -= snap->bytes;
+		}
+		snap->prev = NULL;
+		snap->next = dead;
+		dead = snap;
+		snap = parent;
+	}
+	return dead;
 }
 
 void pp_store_snapshot__free(struct pp_store_snapshot *snap)
@@ -1761,18 +1862,17 @@ void pp_store_snapshot__free(struct pp_store_snapshot *snap)
 	if (!snap)
 		return;
 	struct pp_store *st = snap->st;
-	if (st) {
+	if (st)
 		pthread_mutex_lock(&st->lock);
-		if (snap->prev)
-			snap->prev->next = snap->next;
-		else
-			st->snaps = snap->next;
-		if (snap->next)
-			snap->next->prev = snap->prev;
+	struct pp_store_snapshot *dead = __snap_unref(st, snap);
+	if (st)
 		pthread_mutex_unlock(&st->lock);
+	while (dead) {
+		struct pp_store_snapshot *nx = dead->next;
+		free(dead->v);
+		free(dead);
+		dead = nx;
 	}
-	free(snap->v);
-	free(snap);
 }
 
 /* ---- rendering ---- */
@@ -1789,10 +1889,16 @@ static void stack_values(const struct pp_store *st, size_t i, const struct pp_st
 	if (!base || st->is_view)
 		return;
 	struct snap_val key = { .id = st->stacks[i].id };
-	const struct snap_val *b = bsearch(&key, base->v, base->n, sizeof(*base->v), cmp_snap_id);
-	if (b)
+	/* An overlay's values, else its base's. */
+	for (; base; base = base->parent) {
+		const struct snap_val *b =
+			bsearch(&key, base->v, base->n, sizeof(*base->v), cmp_snap_id);
+		if (!b)
+			continue;
 		for (int k = 0; k < NVALS; k++)
 			out[k] -= b->v[k];
+		break;
+	}
 }
 
 static double heap_scale(uint64_t rate, int64_t count, int64_t bytes)
@@ -2438,5 +2544,12 @@ void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret)
 	ret->objects = st->objs_held;
 	ret->file_opens = st->file_opens;
 	ret->live_entries = st->n_live;
+	ret->snapshot_bytes = st->snap_bytes;
+	ret->snapshots = 0;
+	ret->snapshots_full = 0;
+	for (const struct pp_store_snapshot *sn = st->snaps; sn; sn = sn->next) {
+		ret->snapshots++;
+		ret->snapshots_full += !sn->parent;
+	}
 	pthread_mutex_unlock(&st->lock);
 }

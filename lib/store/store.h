@@ -83,6 +83,7 @@ struct pp_store_opts {
 	uint64_t heap_sample_rate; /* for scaling heap values */
 	uint64_t cpu_period_ns; /* weight of one CPU sample */
 	uint64_t linger_ns; /* exited processes kept at least this long; 0 = 60 s */
+	uint64_t max_snapshot_bytes; /* held by open snapshots; 0 = no cap */
 	const struct pp_store_sym_ops *sym_ops; /* NULL: the symbolizer given to new */
 	void *sym_ctx;
 };
@@ -139,6 +140,16 @@ void pp_store__gauge_end(struct pp_store *st, enum pp_profile_kind kind);
  * Snapshot of one kind's counters for windows and deltas. While open it
  * keeps every process that exits after it (and its stacks). Free every
  * snapshot before the store. Both take the store lock.
+ *
+ * Snapshots are immutable and share what has not changed: a new one is
+ * an overlay on the newest full snapshot of its kind (holding a reference
+ * to it), with only the stacks whose values changed since that one was
+ * taken; when more than half of them did, it is a full copy instead. A
+ * flood of windows on a quiet profile costs a header each, not a copy of
+ * every stack. Values stay exact (each window's own time and values). The
+ * bytes held by open snapshots are capped by opts->max_snapshot_bytes:
+ * over it, NULL with errno EAGAIN (counted in snapshots_refused). Other
+ * failures: ENOMEM.
  */
 struct pp_store_snapshot;
 struct pp_store_snapshot *pp_store__snapshot(struct pp_store *st, enum pp_profile_kind kind);
@@ -184,6 +195,11 @@ struct pp_store_stats {
 	uint64_t file_opens; /* files opened to read a build id (a file already
 			      * held as an object is recognized by a stat) */
 	uint64_t cpu_samples, heap_samples, contention_samples;
+	uint64_t snapshots; /* open snapshots (one per window) */
+	uint64_t snapshots_full; /* of them, full copies (the others are overlays) */
+	uint64_t snapshot_bytes; /* held by them */
+	uint64_t snapshot_shares; /* overlays taken: windows that shared a full copy */
+	uint64_t snapshots_refused; /* refused: max_snapshot_bytes */
 };
 void pp_store__stats(struct pp_store *st, struct pp_store_stats *ret);
 

@@ -597,6 +597,35 @@ static void t_errors(void **state)
 	}
 }
 
+/*
+ * Each target with a listen address is a server of its own: 16 parse, a
+ * 17th is refused with the file, the line and the key of its listen.
+ */
+static void t_listener_limit(void **state)
+{
+	struct pp_buf y = { 0 };
+	struct pp_config *c = NULL;
+	char err[512];
+
+	assert_int_equal(pp_buf_puts(&y, "targets:\n"), 0);
+	for (int i = 0; i < PP_CONFIG_MAX_LISTENERS; i++)
+		assert_int_equal(pp_buf_printf(&y, "  - comm: w%d\n    listen: \"127.0.0.1:%d\"\n",
+					       i, 7000 + i),
+				 0);
+	assert_int_equal(pp_config__parse(y.data, y.len, "x.yaml", &c, err, sizeof(err)), 0);
+	pp_config__free(c);
+	c = NULL;
+	/* a target without listen does not count */
+	assert_int_equal(pp_buf_puts(&y, "  - comm: plain\n"), 0);
+	assert_int_equal(pp_buf_puts(&y, "  - comm: one-too-many\n    listen: \":7999\"\n"), 0);
+	assert_int_equal(pp_config__parse(y.data, y.len, "x.yaml", &c, err, sizeof(err)), -EINVAL);
+	assert_null(c);
+	assert_string_equal(err, "x.yaml:36: targets[17].listen: more than 16 targets have their "
+				 "own listen address (each is a server of its own; at most 16): "
+				 "leave listen out of the others to serve them on the main server");
+	pp_buf_free(&y);
+}
+
 /* Messages get truncated, never overflow, with tiny buffers. */
 static void t_error_buffer_sizes(void **state)
 {
@@ -1070,7 +1099,7 @@ static void t_docs_cover_every_key(void **state)
 			fail_msg("docs lack %s", env);
 		nkeys++;
 	}
-	assert_int_equal(nkeys, 49);
+	assert_int_equal(nkeys, 52);
 	for (const char *t = "name\0pid\0comm\0exe\0cmdline\0listen\0"; *t; t += strlen(t) + 1) {
 		char cell[64];
 		snprintf(cell, sizeof(cell), "`targets[].%s`", t);
@@ -1090,6 +1119,7 @@ int main(void)
 		cmocka_unit_test(t_good_files),
 		cmocka_unit_test(t_good_docs),
 		cmocka_unit_test(t_errors),
+		cmocka_unit_test(t_listener_limit),
 		cmocka_unit_test(t_error_buffer_sizes),
 		cmocka_unit_test(t_file_errors),
 		cmocka_unit_test(t_caps),

@@ -246,6 +246,58 @@ static void test_deltas(void **state)
 	pp_store__free(st);
 }
 
+/*
+ * Window baselines share: the second snapshot holds only the stack that
+ * changed since the first (an overlay on it), yet every delta is exact
+ * against its own snapshot; the bytes they hold are capped (EAGAIN).
+ */
+static void test_snapshot_overlays(void **state)
+{
+	struct pp_store *st = new_store((struct pp_store_opts){ 0 });
+	add_proc(st, PID_BASE + 1, 1);
+	for (uint64_t f = 0; f < 8; f++)
+		assert_int_equal(cpu(st, PID_BASE + 1, 0x401000 + f * 0x1000, 0x40f001, 1), 0);
+	struct pp_store_snapshot *s1 = pp_store__snapshot(st, PP_PROFILE_CPU);
+	assert_non_null(s1);
+	assert_int_equal(cpu(st, PID_BASE + 1, 0x401000, 0x40f001, 2), 0);
+	struct pp_store_snapshot *s2 = pp_store__snapshot(st, PP_PROFILE_CPU);
+	struct pp_store_snapshot *s3 = pp_store__snapshot(st, PP_PROFILE_CPU);
+	assert_non_null(s2);
+	assert_non_null(s3);
+	struct pp_store_stats ss = stats(st);
+	assert_int_equal(ss.snapshots, 3);
+	assert_int_equal(ss.snapshots_full, 1);
+	assert_int_equal(ss.snapshot_shares, 2);
+	assert_int_equal(cpu(st, PID_BASE + 1, 0x402000, 0x40f001, 4), 0);
+	/* s1 is freed first: the overlays keep it. */
+	Profile *p = render(st, PP_PROFILE_CPU, s1);
+	assert_int_equal(leaf_value(p, "fn_401000", 0), 2);
+	assert_int_equal(leaf_value(p, "fn_402000", 0), 4);
+	pp_pprof_profile__free(p);
+	pp_store_snapshot__free(s1);
+	p = render(st, PP_PROFILE_CPU, s2);
+	assert_int_equal(leaf_value(p, "fn_401000", 0), 0);
+	assert_int_equal(leaf_value(p, "fn_402000", 0), 4);
+	assert_int_equal(p->n_sample, 1);
+	pp_pprof_profile__free(p);
+	pp_store_snapshot__free(s2);
+	pp_store_snapshot__free(s3);
+	ss = stats(st);
+	assert_int_equal(ss.snapshots, 0);
+	assert_int_equal(ss.snapshot_bytes, 0);
+	pp_store__free(st);
+
+	/* Over max_snapshot_bytes: refused with EAGAIN, counted. */
+	st = new_store((struct pp_store_opts){ .max_snapshot_bytes = 1 });
+	add_proc(st, PID_BASE + 1, 1);
+	assert_int_equal(cpu(st, PID_BASE + 1, 0x401000, 0x40f001, 1), 0);
+	errno = 0;
+	assert_null(pp_store__snapshot(st, PP_PROFILE_CPU));
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(stats(st).snapshots_refused, 1);
+	pp_store__free(st);
+}
+
 /* Heap values are scaled by 1 / (1 - exp(-avg / rate)), like Go's. */
 static void test_heap_scaling(void **state)
 {
@@ -587,6 +639,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_symbolized_by_worker),
 		cmocka_unit_test(test_deltas),
+		cmocka_unit_test(test_snapshot_overlays),
 		cmocka_unit_test(test_heap_scaling),
 		cmocka_unit_test(test_live_table_grows),
 		cmocka_unit_test(test_exited_released_after_window),
