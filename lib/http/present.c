@@ -21,41 +21,6 @@ static char *strfmt(const char *fmt, ...)
 	return pp_buf_steal(&b, NULL);
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if s starts none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0], cp, min;
-	size_t len;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2;
-		cp = c & 0x1f;
-		min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		cp = c & 0x0f;
-		min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		cp = c & 0x07;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /*
  * A Prometheus label value (names come from the targets): each byte that
  * is not part of valid UTF-8 replaced by U+FFFD (Prometheus rejects the
@@ -67,7 +32,7 @@ static void put_label(struct pp_buf *o, const char *v)
 	size_t n = strlen(v);
 
 	while (n) {
-		size_t l = utf8_len(p, n);
+		size_t l = pp_utf8_len(p, n);
 
 		if (!l) {
 			pp_buf_puts(o, "\xef\xbf\xbd");
@@ -76,40 +41,6 @@ static void put_label(struct pp_buf *o, const char *v)
 			pp_buf_printf(o, "\\%c", *p);
 		} else if (*p == '\n') {
 			pp_buf_puts(o, "\\n");
-		} else {
-			pp_buf_append(o, p, l);
-		}
-		p += l;
-		n -= l;
-	}
-}
-
-/*
- * Text from a target (thread and process names, paths, function names) in
- * a text dump, one line per entry whatever it holds: control characters
- * written as \n, \r, \t or \xNN, bytes that are not valid UTF-8 as \xNN;
- * quoted: also backslash and double quote escaped, for a "quoted" field.
- */
-static void put_text(struct pp_buf *o, const char *v, bool quoted)
-{
-	const unsigned char *p = (const unsigned char *)v;
-	size_t n = strlen(v);
-
-	while (n) {
-		size_t l = utf8_len(p, n);
-
-		if (!l || *p < 0x20 || *p == 0x7f) {
-			l = 1;
-			if (*p == '\n')
-				pp_buf_puts(o, "\\n");
-			else if (*p == '\r')
-				pp_buf_puts(o, "\\r");
-			else if (*p == '\t')
-				pp_buf_puts(o, "\\t");
-			else
-				pp_buf_printf(o, "\\x%02x", *p);
-		} else if (quoted && (*p == '\\' || *p == '"')) {
-			pp_buf_printf(o, "\\%c", *p);
 		} else {
 			pp_buf_append(o, p, l);
 		}
@@ -625,24 +556,24 @@ void pp_present__dump_process(struct pp_buf *out, pid_t pid, const char *comm, c
 			      size_t n_threads)
 {
 	pp_buf_printf(out, "process %d (", pid);
-	put_text(out, comm ? comm : "", false);
+	pp_buf_put_text(out, comm ? comm : "", false);
 	pp_buf_puts(out, ") ");
-	put_text(out, exe ? exe : "", false);
+	pp_buf_put_text(out, exe ? exe : "", false);
 	pp_buf_printf(out, ": %zu threads\n\n", n_threads);
 }
 
 void pp_present__dump_thread(struct pp_buf *out, const struct pp_thread_snap *t)
 {
 	pp_buf_printf(out, "thread %d \"", t->tid);
-	put_text(out, t->name, true);
+	pp_buf_put_text(out, t->name, true);
 	pp_buf_printf(out, "\" [%s%s", state_name(t->state), t->wchan[0] ? ", wchan " : "");
-	put_text(out, t->wchan, false);
+	pp_buf_put_text(out, t->wchan, false);
 	pp_buf_printf(out, ", cpu %.3fs, ", (double)t->cpu_time_ns / 1e9);
 	pp_buf_printf(out, "switches %" PRIu64 " voluntary / %" PRIu64 " involuntary]:\n",
 		      t->voluntary_switches, t->nonvoluntary_switches);
 	if (!t->captured) {
 		pp_buf_puts(out, "\t(stack not captured: ");
-		put_text(out, t->reason, false);
+		pp_buf_put_text(out, t->reason, false);
 		pp_buf_puts(out, ")\n");
 	}
 }
@@ -656,13 +587,13 @@ void pp_present__dump_frame(struct pp_buf *out, uint64_t addr, const struct pp_s
 	}
 	for (size_t f = 0; f < res->n; f++) {
 		const struct pp_sym_frame *fr = &res->frames[f];
-		put_text(out, fr->function ? fr->function : "?", false);
+		pp_buf_put_text(out, fr->function ? fr->function : "?", false);
 		pp_buf_puts(out, "(...)\n\t");
 		if (fr->file) {
-			put_text(out, fr->file, false);
+			pp_buf_put_text(out, fr->file, false);
 			pp_buf_printf(out, ":%u pc=0x%" PRIx64 "\n", fr->line, addr);
 		} else {
-			put_text(out, path ? path : "?", false);
+			pp_buf_put_text(out, path ? path : "?", false);
 			pp_buf_printf(out, " pc=0x%" PRIx64 "\n", addr);
 		}
 	}

@@ -2243,11 +2243,16 @@ static int text_frames(struct pp_store *st, struct pp_buf *out, const struct st_
 		}
 		for (uint32_t f = 0; f < l->n_frames && !r; f++) {
 			const struct st_frame *fr = &l->frames[f];
-			if (fr->file)
-				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\t%s:%u\n", addr,
-						  fr->function, fr->file, fr->line);
-			else
-				r = pp_buf_printf(out, "#\t%#" PRIx64 "\t%s\n", addr, fr->function);
+
+			/* names come from the target's files: one line each */
+			r = pp_buf_printf(out, "#\t%#" PRIx64 "\t", addr);
+			pp_buf_put_text(out, fr->function ? fr->function : "?", false);
+			if (fr->file) {
+				pp_buf_puts(out, "\t");
+				pp_buf_put_text(out, fr->file, false);
+				r = r ? r : pp_buf_printf(out, ":%u", fr->line);
+			}
+			r = r ? r : pp_buf_puts(out, "\n");
 		}
 	}
 	return r ? r : pp_buf_puts(out, "\n");

@@ -240,3 +240,72 @@ uint64_t pp_hash_bytes(const void *data, size_t n, uint64_t seed)
 	h ^= h >> 33;
 	return h;
 }
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if s starts none. */
+size_t pp_utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0], cp, min;
+	size_t len;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		cp = c & 0x1f;
+		min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		cp = c & 0x0f;
+		min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		cp = c & 0x07;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * Text from a target (thread and process names, paths, function names) in
+ * a text dump, one line per entry whatever it holds: control characters
+ * written as \n, \r, \t or \xNN, bytes that are not valid UTF-8 as \xNN;
+ * quoted: also backslash and double quote escaped, for a "quoted" field.
+ */
+void pp_buf_put_text(struct pp_buf *o, const char *v, bool quoted)
+{
+	const unsigned char *p = (const unsigned char *)v;
+	size_t n = strlen(v);
+
+	while (n) {
+		size_t l = pp_utf8_len(p, n);
+
+		if (!l || *p < 0x20 || *p == 0x7f) {
+			l = 1;
+			if (*p == '\n')
+				pp_buf_puts(o, "\\n");
+			else if (*p == '\r')
+				pp_buf_puts(o, "\\r");
+			else if (*p == '\t')
+				pp_buf_puts(o, "\\t");
+			else
+				pp_buf_printf(o, "\\x%02x", *p);
+		} else if (quoted && (*p == '\\' || *p == '"')) {
+			pp_buf_printf(o, "\\%c", *p);
+		} else {
+			pp_buf_append(o, p, l);
+		}
+		p += l;
+		n -= l;
+	}
+}

@@ -51,6 +51,14 @@ int pp_buf_reserve(struct pp_buf *b, size_t extra);
 int pp_buf_append(struct pp_buf *b, const void *data, size_t n);
 int pp_buf_puts(struct pp_buf *b, const char *s);
 int pp_buf_printf(struct pp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if none. */
+size_t pp_utf8_len(const unsigned char *s, size_t n);
+/*
+ * Appends text from a target (a name, a path) so that it stays one field
+ * of one line: control characters as \n, \r, \t or \xNN, invalid UTF-8 as
+ * \xNN; quoted: backslash and double quote escaped too.
+ */
+void pp_buf_put_text(struct pp_buf *b, const char *v, bool quoted);
 int pp_buf_vprintf(struct pp_buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 void pp_buf_reset(struct pp_buf *b);

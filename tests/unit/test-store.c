@@ -36,6 +36,7 @@ struct fake_sym {
 	bool in_resolve;
 	unsigned calls;
 	bool by_offset; /* name file addresses "off_<file offset>" */
+	bool hostile; /* names with a newline and invalid UTF-8, as a hostile ELF may hold */
 };
 
 static int fake_name(uint64_t addr, struct pp_sym_result *ret)
@@ -63,8 +64,17 @@ static int fake_resolve(void *ctx, pid_t pid, const struct pp_map *m, const uint
 	while (f->hold)
 		pthread_cond_wait(&f->cond, &f->lock);
 	f->in_resolve = false;
-	bool by_offset = f->by_offset;
+	bool by_offset = f->by_offset, hostile = f->hostile;
 	pthread_mutex_unlock(&f->lock);
+	if (hostile) {
+		int r = fake_name(addr, ret);
+
+		if (r == 0) {
+			free(ret->frames[0].function);
+			ret->frames[0].function = strdup("evil\n#\t0x1\tforged\xff");
+		}
+		return r;
+	}
 	assert_true(addr >= m->start && addr < m->end);
 	if (by_offset) {
 		int r = fake_name(addr - m->start + m->offset, ret);
@@ -190,6 +200,32 @@ static struct pp_store_stats stats(struct pp_store *st)
 }
 
 /* Symbolization never runs on the sample path nor under the store lock. */
+/* Names from the target's files stay one field of one line in the text
+ * (debug=1) output: no forged line. */
+static void test_text_hostile_names(void **state)
+{
+	struct pp_store *st = new_store((struct pp_store_opts){ 0 });
+	struct pp_store_render_opts o = { .kind = PP_PROFILE_GOROUTINE, .group = -1, .debug = 1 };
+	struct pp_buf b = { 0 };
+	uint64_t pcs[2] = { 0x401000, 0x402001 };
+
+	(void)state;
+	fake.hostile = true;
+	add_proc(st, PID_BASE + 1, 1);
+	assert_int_equal(pp_store__gauge_begin(st, PP_PROFILE_GOROUTINE), 0);
+	assert_int_equal(pp_store__gauge_add(st, PP_PROFILE_GOROUTINE, PID_BASE + 1, PID_BASE + 1,
+					     pcs, 2),
+			 0);
+	pp_store__gauge_end(st, PP_PROFILE_GOROUTINE);
+	assert_int_equal(pp_store__render(st, &o, &b), 0);
+	fake.hostile = false;
+	assert_non_null(b.data);
+	assert_non_null(strstr(b.data, "evil\\n#\\t0x1\\tforged\\xff"));
+	assert_null(strstr(b.data, "\n#\t0x1\tforged"));
+	pp_buf_free(&b);
+	pp_store__free(st);
+}
+
 static void test_symbolized_by_worker(void **state)
 {
 	struct pp_store *st = new_store((struct pp_store_opts){ 0 });
@@ -638,6 +674,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_symbolized_by_worker),
+		cmocka_unit_test(test_text_hostile_names),
 		cmocka_unit_test(test_deltas),
 		cmocka_unit_test(test_snapshot_overlays),
 		cmocka_unit_test(test_heap_scaling),
