@@ -80,7 +80,7 @@ static struct {
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
 /* The conditions wait on CLOCK_MONOTONIC (deadlines must not move with the wall clock). */
-static void pool_init(void)
+static void conds_init(void)
 {
 	pthread_condattr_t ca;
 
@@ -89,6 +89,36 @@ static void pool_init(void)
 	pthread_cond_init(&pool.work, &ca);
 	pthread_cond_init(&pool.done, &ca);
 	pthread_condattr_destroy(&ca);
+}
+
+/*
+ * fork: the child has none of the opener threads, so it starts with an
+ * empty pool (the jobs queued in the parent are the parent's callers'; in
+ * the child they are only leaked memory).
+ */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&pool.lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&pool.lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&pool.lock, NULL);
+	conds_init();
+	pool.head = pool.tail = NULL;
+	memset(pool.slots, 0, sizeof(pool.slots));
+	pool.threads = pool.idle = pool.stuck = 0;
+}
+
+static void pool_init(void)
+{
+	conds_init();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static _Atomic unsigned deadline_ms = PP_FILE_DEADLINE_MS;
@@ -294,6 +324,13 @@ static int run(struct job *j)
 		pool.head = j;
 	pool.tail = j;
 	spawn_locked();
+	if (!pool.threads) {
+		/* no thread could be made (a sandbox, no memory): run here, unbounded */
+		unqueue_locked(j);
+		pthread_mutex_unlock(&pool.lock);
+		execute(j);
+		return 0;
+	}
 	pthread_cond_signal(&pool.work);
 	while (!j->done && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&pool.done, &pool.lock, &until);
