@@ -2652,6 +2652,12 @@ int pp_agent__start(struct pp_agent *a)
 		}
 	}
 	discover(a);
+	pthread_mutex_lock(&a->lock);
+	size_t n = a->n_targets;
+	pthread_mutex_unlock(&a->lock);
+	/* "ready" for whoever waits on the log (the tests): profiles now cover
+	 * every target present at start */
+	pp_info("discovery: first pass done (%zu targets)", n);
 	cpu_update_enable(a);
 	for (int c = 0; c < COLL__COUNT; c++) {
 		struct collector *co = &a->colls[c];

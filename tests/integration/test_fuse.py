@@ -122,8 +122,16 @@ def test_frozen_before_start():
         wl = Workload([FUSEMAPPER, fs.lib])
         check(fs.lib in open("/proc/%d/maps" % wl.pid).read(), "the file is not mapped")
         fs.freeze()
-        pp = start_podprof(config(FUSEMAPPER, SPIN))
-        check_serving(pp)  # the server came up although the first pass met the file
+        pp = Podprof("--config", config(FUSEMAPPER, SPIN), "--set", "discovery.interval_ms=200",
+                     "--set", "cpu.frequency_hz=99", wait_port=False)
+        pp.wait_log(r"\(port (\d+)\)", timeout=60)
+        pp.port = pp.ports[0]
+        # the server answers while the first pass waits on the frozen file
+        check_serving(pp)
+        pp.wait_log(r"discovery: first pass done", timeout=60)
+        at = lambda pat: [i for i, l in enumerate(pp.lines) if pat in l][0]
+        check(at("(port ") < at("discovery: first pass done"),
+              "the server started after the first discovery pass")
         pp.wait_log(r"target: pid %d " % wl.pid, timeout=60)
         wait_for(lambda: file_hangs(pp) > 0, "an access to the frozen file to be cut", timeout=60)
         check_discovers(pp)
