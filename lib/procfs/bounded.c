@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@
 
 #define IDLE_EXIT_NS (30ull * 1000000000ull) /* an idle opener thread ends after this */
 
-enum job_kind { JOB_OPEN_MAPPED, JOB_RESOLVE, JOB_OPEN_IN_ROOT, JOB_BUILDID };
+enum job_kind { JOB_OPEN_MAPPED, JOB_RESOLVE, JOB_OPEN_IN_ROOT, JOB_BUILDID, JOB_CALL };
 
 struct job {
 	struct job *next; /* queue */
@@ -51,6 +52,8 @@ struct job {
 	uint64_t resolve;
 	bool want_path;
 	dev_t dev; /* the mapping's device, 0 when not known */
+	int (*fn)(void *arg); /* JOB_CALL, on a copy of the caller's argument */
+	_Alignas(max_align_t) unsigned char arg[PP_CALL_ARG_MAX];
 	/* out */
 	int ret;
 	char out[PATH_MAX + 64];
@@ -177,6 +180,9 @@ static void execute(struct job *j)
 		close(fd);
 		break;
 	}
+	case JOB_CALL:
+		j->ret = j->fn(j->arg);
+		break;
 	}
 }
 
@@ -216,8 +222,15 @@ static void *opener_main(void *arg)
 	struct slot *s = arg;
 	sigset_t all;
 
-	/* No signal is meant for this thread (exit_group's SIGKILL still is). */
+	/* No asynchronous signal is meant for this thread (exit_group's
+	 * SIGKILL still is); faults stay deliverable (a blocked SIGBUS from
+	 * a truncated file would kill the process). */
 	sigfillset(&all);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	on_opener = true;
 	pthread_mutex_lock(&pool.lock);
@@ -487,6 +500,24 @@ int pp_proc__mapped_buildid(pid_t pid, const struct pp_map *m, uint8_t *ret, siz
 		memcpy(ret, j->id, j->id_len);
 		*ret_len = j->id_len;
 	}
+	free(j);
+	return r;
+}
+
+int pp_proc__call_bounded(int (*fn)(void *arg), const void *arg, size_t size)
+{
+	if (!fn || size > PP_CALL_ARG_MAX)
+		return -EINVAL;
+	struct job *j = job_new(JOB_CALL, 0, NULL);
+	if (!j)
+		return -ENOMEM;
+	j->fn = fn;
+	if (size)
+		memcpy(j->arg, arg, size);
+	int r = run(j);
+	if (r < 0)
+		return r;
+	r = j->ret;
 	free(j);
 	return r;
 }

@@ -212,6 +212,16 @@ void pp_proc__file_stats(struct pp_file_stats *ret);
  */
 int pp_proc__mapped_buildid(pid_t pid, const struct pp_map *m, uint8_t *ret, size_t *ret_len,
 			    struct stat *ret_st);
+/*
+ * Runs fn on an opener thread under the same deadline, on a copy of the
+ * size bytes at arg (at most PP_CALL_ARG_MAX; fn must not keep pointers
+ * to the caller's memory: on timeout the caller has moved on). For other
+ * reads of a target's files (an executable's ELF headers). fn's return
+ * (which must not be an fd: an abandoned result is dropped), or
+ * -ETIMEDOUT.
+ */
+#define PP_CALL_ARG_MAX 256u
+int pp_proc__call_bounded(int (*fn)(void *arg), const void *arg, size_t size);
 
 /*
  * GNU build id from the NT_GNU_BUILD_ID note ("GNU\0", type 3, 1..64
