@@ -109,6 +109,42 @@ static void wait_stop(unsigned ms)
 		g_stop = 1;
 }
 
+/*
+ * The whole shutdown gets this long. A thread can be stuck in the kernel on
+ * a target's file system that does not answer (lib/procfs/procfs.h, "Files
+ * that never answer"); joining it would never end, so past this podprof
+ * exits anyway (exit_group ends every thread the kernel lets go). A second
+ * stop signal exits at once. Below Kubernetes' default grace of 30 s.
+ */
+#define SHUTDOWN_GRACE_S 15
+
+static void *shutdown_watchdog(void *arg)
+{
+	struct timespec ts = { SHUTDOWN_GRACE_S, 0 };
+	int sig;
+
+	(void)arg;
+	do
+		sig = sigtimedwait(&g_stop_signals, NULL, &ts);
+	while (sig < 0 && errno == EINTR);
+	if (sig > 0)
+		pp_warn("second stop signal: exiting now");
+	else
+		pp_warn("shutdown still running after %d s (a thread waits on a file system?): "
+			"exiting now",
+			SHUTDOWN_GRACE_S);
+	_exit(EXIT_OK);
+	return NULL;
+}
+
+static void arm_shutdown_watchdog(void)
+{
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, shutdown_watchdog, NULL) == 0)
+		pthread_detach(th);
+}
+
 /* Shutdown: no new ptrace stop of a target, and those in flight given
  * back, before anything else ends. A stop lasts up to the configured
  * pause; 5 s is far past any. */
@@ -619,6 +655,7 @@ int main(int argc, char **argv)
 	while (!g_stop)
 		wait_stop(1000);
 	pp_info("signal received, stopping");
+	arm_shutdown_watchdog();
 	/* no thread of a target is stopped from now on; those stopped are
 	 * given back first (lib/tracee/tracee.h rule 6) */
 	stop_tracing();

@@ -34,6 +34,8 @@
 #define MAX_SERVERS (1 + PP_CONFIG_MAX_LISTENERS)
 #define THREADCREATE_MAX 65536
 #define TRIM_INTERVAL_NS (10ull * 1000 * 1000 * 1000)
+/* /healthz fails when no discovery pass ended for this long (or 10 intervals). */
+#define DISCOVERY_STALL_MIN_NS (60ull * 1000 * 1000 * 1000)
 
 /* What each collector can do; reported in /metrics, on the index page and by its endpoints. */
 enum coll { COLL_CPU = 0, COLL_HEAP, COLL_OFFCPU, COLL_THREADS, COLL__COUNT };
@@ -187,6 +189,8 @@ struct pp_agent {
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
 	uint64_t last_trim_ns; /* discovery thread only */
+	uint64_t started_ns; /* set by pp_agent__start */
+	_Atomic uint64_t last_pass_ns; /* monotonic end of the last discovery pass, 0 before */
 	/* Verdicts on processes seen by discovery (pidcache.c); under discover_lock */
 	struct pp_pid_cache *pcache;
 	pthread_mutex_t discover_lock;
@@ -1140,6 +1144,7 @@ static void discover(struct pp_agent *a)
 	discover_locked(a);
 	pp_pid_cache__end_pass(a->pcache);
 	pthread_mutex_unlock(&a->discover_lock);
+	atomic_store(&a->last_pass_ns, pp_now_mono_ns());
 }
 
 /*
@@ -2354,6 +2359,13 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	m->unwind_debug_refused = pp_unwind_debug_refused();
 	m->unwind_fd_budget = pp_unwind_fd_budget_hits();
 	m->open_budget = pp_open_budget__hits();
+	struct pp_file_stats fs;
+	pp_proc__file_stats(&fs);
+	m->file_hangs = fs.hangs;
+	m->file_skipped = fs.skipped;
+	m->file_stuck_threads = fs.stuck_threads;
+	uint64_t last = atomic_load(&a->last_pass_ns);
+	m->discovery_age_ms = last ? (pp_now_mono_ns() - last) / 1000000ull : 0;
 	m->sigbus_repaired = pp_sigbus_guard_repaired();
 	m->n_colls = src_collectors(sc, colls, ARRAY_SIZE(colls));
 	m->colls = colls;
@@ -2364,11 +2376,36 @@ static int src_metrics(void *ctx, struct pp_buf *o)
 	return 0;
 }
 
+/*
+ * Discovery is stalled when no pass has ended for this long (nor since
+ * start): every target file access has a deadline, so a pass this late is
+ * stuck somewhere no deadline covers.
+ */
+static uint64_t discovery_stall_ns(const struct pp_agent *a)
+{
+	uint64_t iv = (uint64_t)a->cfg->discovery.interval_ms * 1000000ull;
+	return PP_MAX(DISCOVERY_STALL_MIN_NS, 10 * iv);
+}
+
 static bool src_healthy(void *ctx, struct pp_buf *msg)
 {
 	struct source_ctx *sc = ctx;
-	pp_buf_puts(msg, atomic_load(&sc->a->stop) ? "stopping" : "ok");
-	return !atomic_load(&sc->a->stop);
+	struct pp_agent *a = sc->a;
+	uint64_t last = atomic_load(&a->last_pass_ns), now = pp_now_mono_ns();
+
+	if (atomic_load(&a->stop)) {
+		pp_buf_puts(msg, "stopping");
+		return false;
+	}
+	if (!last)
+		last = a->started_ns;
+	if (last && now - last > discovery_stall_ns(a)) {
+		pp_buf_printf(msg, "discovery stalled: no pass ended for %" PRIu64 " s",
+			      (uint64_t)((now - last) / 1000000000ull));
+		return false;
+	}
+	pp_buf_puts(msg, "ok");
+	return true;
 }
 
 static bool src_available(void *ctx, enum pp_profile_kind kind, struct pp_buf *msg)
@@ -2670,7 +2707,29 @@ int pp_agent__start(struct pp_agent *a)
 	/* /proc/kallsyms is loaded by the store's symbolization worker at
 	 * the first kernel frame (off the sample path), not here: without a
 	 * CPU or off-CPU window its ~4 MiB are never needed. */
+	a->started_ns = pp_now_mono_ns();
+	/* The servers answer first: the first pass reads every target's
+	 * files, and a file system may make that slow (procfs.h). */
+	if (a->opts.serve) {
+		r = start_server(a, a->cfg->listen, -1, NULL);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < a->cfg->n_targets; i++) {
+			if (!a->cfg->targets[i].listen)
+				continue;
+			r = start_server(a, a->cfg->targets[i].listen, (int)i,
+					 a->cfg->targets[i].name);
+			if (r < 0)
+				return r;
+		}
+	}
 	discover(a);
+	pthread_mutex_lock(&a->lock);
+	size_t n = a->n_targets;
+	pthread_mutex_unlock(&a->lock);
+	/* "ready" for whoever waits on the log (the tests): profiles now cover
+	 * every target present at start */
+	pp_info("discovery: first pass done (%zu targets)", n);
 	cpu_update_enable(a);
 	for (int c = 0; c < COLL__COUNT; c++) {
 		struct collector *co = &a->colls[c];
@@ -2680,18 +2739,6 @@ int pp_agent__start(struct pp_agent *a)
 	}
 	if (pthread_create(&a->th_discovery, NULL, discovery_main, a) == 0)
 		a->th_discovery_started = true;
-	if (!a->opts.serve)
-		return 0;
-	r = start_server(a, a->cfg->listen, -1, NULL);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < a->cfg->n_targets; i++) {
-		if (!a->cfg->targets[i].listen)
-			continue;
-		r = start_server(a, a->cfg->targets[i].listen, (int)i, a->cfg->targets[i].name);
-		if (r < 0)
-			return r;
-	}
 	return 0;
 }
 

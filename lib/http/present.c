@@ -431,6 +431,19 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 	  "Build-id reads, allocator searches and agent slot scans that reached a target's budget "
 	  "of files opened in one pass (limits.max_target_fds): files past it were skipped.",
 	  m->open_budget);
+	C("target_file_hangs_total",
+	  "Opens, stats and build-id reads of a target's file abandoned at their deadline (a file "
+	  "system that does not answer): the file went unnamed and unsymbolized.",
+	  m->file_hangs);
+	C("target_file_skipped_total",
+	  "Accesses to a target's file refused at once because its device had a stuck access, or "
+	  "every opener thread was stuck.",
+	  m->file_skipped);
+	G("target_file_stuck_threads",
+	  "Opener threads still waiting on a file system that does not answer.",
+	  m->file_stuck_threads);
+	G("discovery_pass_age_seconds", "Seconds since the last discovery pass ended.",
+	  m->discovery_age_ms / 1000);
 	C("sigbus_repaired_total",
 	  "Reads of a target file truncated under podprof, answered with zeros.",
 	  m->sigbus_repaired);

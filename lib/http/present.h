@@ -75,6 +75,10 @@ struct pp_metrics {
 	uint64_t symiso_opens_refused; /* files the helper asked for and did not get */
 	uint64_t unwind_debug_refused, unwind_fd_budget, sigbus_repaired;
 	uint64_t open_budget; /* passes cut by a target's open budget */
+	/* target file accesses past their deadline (procfs.h, pp_file_stats) */
+	uint64_t file_hangs, file_skipped;
+	unsigned file_stuck_threads;
+	uint64_t discovery_age_ms; /* since the last discovery pass ended (0: none yet) */
 	/* The collectors' states ("ok", "disabled", "unavailable"). Borrowed. */
 	const struct pp_http_collector *colls;
 	size_t n_colls;

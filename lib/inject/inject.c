@@ -1415,8 +1415,18 @@ fail:
 	return r;
 }
 
+static int static_exe_unbounded(void *arg);
+
+/* The executable may sit on a file system that never answers: read on an
+ * opener thread, under its deadline (procfs.h); "no" when it times out. */
 bool pp_inject__static_exe(pid_t pid)
 {
+	return pp_proc__call_bounded(static_exe_unbounded, &pid, sizeof(pid)) == 1;
+}
+
+static int static_exe_unbounded(void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
 	char p[64];
 	size_t nph = 0;
 	bool dyn = false;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "procfs.h"
+#include "procfs-internal.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -515,7 +516,7 @@ int pp_proc__openat_in_root(int rootfd, const char *path, int flags, uint64_t re
 	return fd < 0 ? -errno : fd;
 }
 
-int pp_proc__open_in_root(pid_t pid, const char *path, int flags, uint64_t resolve)
+int pp_proc__open_in_root_raw(pid_t pid, const char *path, int flags, uint64_t resolve)
 {
 	char root[64];
 
@@ -670,7 +671,7 @@ static bool mappable(const struct pp_map *m)
 	return m && m->path && !m->special && m->path[0] == '/' && m->inode != 0;
 }
 
-int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
+int pp_proc__open_mapped_raw(pid_t pid, const struct pp_map *m, unsigned flags)
 {
 	char path[PATH_MAX + 64];
 	int fd, r, first = -ENOENT;
@@ -707,7 +708,7 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 	if (flags & PP_RESOLVE_NO_ROOT)
 		return first;
 
-	fd = pp_proc__open_in_root(pid, m->path, OPEN_TARGET, 0);
+	fd = pp_proc__open_in_root_raw(pid, m->path, OPEN_TARGET, 0);
 	if (fd < 0)
 		return fd;
 	r = check_fd(fd, m, true);
@@ -718,11 +719,6 @@ int pp_proc__open_mapped_ex(pid_t pid, const struct pp_map *m, unsigned flags)
 		return r;
 	}
 	return fd;
-}
-
-int pp_proc__open_mapped(pid_t pid, const struct pp_map *m)
-{
-	return pp_proc__open_mapped_ex(pid, m, 0);
 }
 
 static _Atomic unsigned open_budget = PP_OPEN_BUDGET;
@@ -762,8 +758,8 @@ uint64_t pp_open_budget__hits(void)
  * the path the kernel can follow for it (buf, when not NULL) and its stat
  * (ret_st, when not NULL).
  */
-static int resolve_mapped(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n,
-			  struct stat *ret_st)
+int pp_proc__resolve_mapped_raw(pid_t pid, const struct pp_map *m, unsigned flags, char *buf,
+				size_t n, struct stat *ret_st)
 {
 	char path[PATH_MAX + 64];
 	struct stat st;
@@ -818,7 +814,7 @@ static int resolve_mapped(pid_t pid, const struct pp_map *m, unsigned flags, cha
 			return r;
 	}
 	_cleanup_close_ int pfd =
-		pp_proc__open_in_root(pid, m->path, O_PATH, buf ? RESOLVE_NO_SYMLINKS : 0);
+		pp_proc__open_in_root_raw(pid, m->path, O_PATH, buf ? RESOLVE_NO_SYMLINKS : 0);
 	if (pfd < 0)
 		return pfd == -ELOOP ? -ENOENT : pfd;
 	if (fstat(pfd, &st) < 0)
@@ -827,8 +823,8 @@ static int resolve_mapped(pid_t pid, const struct pp_map *m, unsigned flags, cha
 		/* Maybe a stacked file system: check what the kernel maps for it. */
 		if (!S_ISREG(st.st_mode))
 			return -ESTALE;
-		_cleanup_close_ int fd = pp_proc__open_in_root(pid, m->path, OPEN_TARGET,
-							       buf ? RESOLVE_NO_SYMLINKS : 0);
+		_cleanup_close_ int fd = pp_proc__open_in_root_raw(pid, m->path, OPEN_TARGET,
+								   buf ? RESOLVE_NO_SYMLINKS : 0);
 		if (fd < 0)
 			return fd;
 		r = check_fd(fd, m, true);
@@ -842,23 +838,4 @@ static int resolve_mapped(pid_t pid, const struct pp_map *m, unsigned flags, cha
 	if (ret_st)
 		*ret_st = st;
 	return 0;
-}
-
-int pp_proc__mapped_path_ex(pid_t pid, const struct pp_map *m, unsigned flags, char *buf, size_t n)
-{
-	if (!buf)
-		return -EINVAL;
-	return resolve_mapped(pid, m, flags, buf, n, NULL);
-}
-
-int pp_proc__mapped_stat(pid_t pid, const struct pp_map *m, struct stat *ret)
-{
-	if (!ret)
-		return -EINVAL;
-	return resolve_mapped(pid, m, 0, NULL, 0, ret);
-}
-
-int pp_proc__mapped_path(pid_t pid, const struct pp_map *m, char *buf, size_t n)
-{
-	return pp_proc__mapped_path_ex(pid, m, 0, buf, n);
 }

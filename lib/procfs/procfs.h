@@ -175,6 +175,55 @@ struct stat;
 int pp_proc__mapped_stat(pid_t pid, const struct pp_map *m, struct stat *ret);
 
 /*
+ * Files that never answer. A target's file system can make open, stat and
+ * read wait for ever (a FUSE server that stops answering; O_NONBLOCK does
+ * nothing there). pp_proc__open_mapped(_ex), pp_proc__mapped_path(_ex),
+ * pp_proc__mapped_stat, pp_proc__open_in_root and pp_proc__mapped_buildid
+ * therefore run on opener threads (bounded.c) and return -ETIMEDOUT when
+ * the file system has not answered within the deadline (PP_FILE_DEADLINE_MS
+ * by default). The thread left waiting is abandoned (it closes what it
+ * opened if the answer ever comes); while it waits, the mapping's device
+ * counts as hung and every access to a mapping on it returns -ETIMEDOUT at
+ * once, without waiting. At most PP_OPENER_THREADS_MAX opener threads live
+ * (stuck ones included); when all are stuck, accesses fail at once. Idle
+ * threads end after 30 s. A thread stuck in a FUSE request that the server
+ * has already read cannot be killed (the kernel waits for the answer
+ * uninterruptibly); it holds the process's exit until the server answers
+ * or its connection ends. Reads through an fd returned here are not
+ * bounded: callers that read a target's file on a thread that must not
+ * stop use pp_proc__mapped_buildid or do the read on such a thread.
+ */
+#define PP_FILE_DEADLINE_MS 2000u
+#define PP_OPENER_THREADS_MAX 16u
+/* 0 leaves it as it is. Process-wide. */
+void pp_proc__set_file_deadline(unsigned ms);
+struct pp_file_stats {
+	uint64_t hangs; /* accesses abandoned at their deadline */
+	uint64_t skipped; /* accesses refused at once: device hung, or every thread stuck */
+	unsigned stuck_threads; /* opener threads still waiting on a file system */
+};
+void pp_proc__file_stats(struct pp_file_stats *ret);
+/*
+ * Opens m's file (as pp_proc__open_mapped) and reads its build id
+ * (pp_buildid__from_fd), all on an opener thread under the deadline.
+ * ret must hold PP_BUILD_ID_MAX bytes. ret_st (if not NULL) is the opened
+ * file's fstat whenever it was opened (even without a build id), zeroed
+ * otherwise. 0 or -errno (-ETIMEDOUT as above).
+ */
+int pp_proc__mapped_buildid(pid_t pid, const struct pp_map *m, uint8_t *ret, size_t *ret_len,
+			    struct stat *ret_st);
+/*
+ * Runs fn on an opener thread under the same deadline, on a copy of the
+ * size bytes at arg (at most PP_CALL_ARG_MAX; fn must not keep pointers
+ * to the caller's memory: on timeout the caller has moved on). For other
+ * reads of a target's files (an executable's ELF headers). fn's return
+ * (which must not be an fd: an abandoned result is dropped), or
+ * -ETIMEDOUT.
+ */
+#define PP_CALL_ARG_MAX 256u
+int pp_proc__call_bounded(int (*fn)(void *arg), const void *arg, size_t size);
+
+/*
  * GNU build id from the NT_GNU_BUILD_ID note ("GNU\0", type 3, 1..64
  * bytes), ELF32/ELF64, either byte order. PT_NOTE segments are searched
  * first, then SHT_NOTE sections. ret must hold PP_BUILD_ID_MAX bytes.

@@ -546,16 +546,18 @@ static struct st_bid *bids_read(struct pp_store *st, pid_t pid, const struct pp_
 			if (obj_lookup_stat(st, &b[i]))
 				continue;
 		}
-		int fd = pp_open_budget__take(&budget) ? pp_proc__open_mapped(pid, m) : -EMFILE;
-		if (fd >= 0) {
-			size_t len = 0;
+		if (!pp_open_budget__take(&budget))
+			continue;
+		/* open and read on an opener thread, under its deadline (procfs.h) */
+		size_t len = 0;
+		int r = pp_proc__mapped_buildid(pid, m, b[i].id, &len, &sb);
+		if (sb.st_ino) {
 			st->file_opens++;
-			if (!b[i].stat_ok && fstat(fd, &sb) == 0)
+			if (!b[i].stat_ok)
 				bid_stat(&b[i], &sb);
-			if (pp_buildid__from_fd(fd, b[i].id, &len) == 0)
-				b[i].len = len;
-			close(fd);
 		}
+		if (r == 0)
+			b[i].len = len;
 	}
 	return b;
 }

@@ -134,6 +134,9 @@ class Podprof:
         if wait_port:
             self.wait_log(r"\(port (\d+)\)", timeout=60)  # BPF verification on a loaded machine
             self.port = self.ports[0]
+            # The server answers before the first discovery pass (which a
+            # slow file system may lengthen); tests start once it is done.
+            self.wait_log(r"discovery: first pass done", timeout=60)
 
     def _reader(self):
         for raw in self.p.stderr:
