@@ -264,7 +264,7 @@ def rss_kb(pid):
 
 
 # podprof as the sidecar runs it: only these capabilities (README, Privileges).
-SIDECAR_CAPS = ("setpriv", "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace", "--inh-caps=-all",
+SIDECAR_CAPS = ("setpriv", "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace,+setuid,+setgid", "--inh-caps=-all",
                 "--no-new-privs")
 
 

@@ -85,7 +85,7 @@ def test_simulated_pod():
     script = (
         'unshare --mount sh -c \'%s\' app "$1" "$3" "$4" "$5" >/dev/null 2>&1 &\n'
         'sleep 0.7\n'
-        'exec unshare --mount setpriv --bounding-set=-all,+bpf,+perfmon,+sys_ptrace '
+        'exec unshare --mount setpriv --bounding-set=-all,+bpf,+perfmon,+sys_ptrace,+setuid,+setgid '
         '--inh-caps=-all "$2" --listen 127.0.0.1:0 --set cpu.frequency_hz=199 '
         '--set heap.sample_rate=65536 --set discovery.interval_ms=300\n') % app
     pp = Podprof.__new__(Podprof)

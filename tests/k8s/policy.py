@@ -16,7 +16,7 @@ import sys
 import yaml
 
 SIDECAR = "podprof"
-REQUIRED_CAPS = {"BPF", "PERFMON", "SYS_PTRACE"}
+REQUIRED_CAPS = {"BPF", "PERFMON", "SYS_PTRACE", "SETUID", "SETGID"}
 OPTIONAL_CAPS = {"CHECKPOINT_RESTORE", "SYS_RESOURCE", "SYS_ADMIN", "DAC_READ_SEARCH"}
 AGENT_VOLUME = "podprof-agent"
 AGENT_SO = "libpodprof-agent.so"

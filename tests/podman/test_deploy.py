@@ -265,7 +265,7 @@ def for_podman(docs, seccomp, preload=False):
                     sp = c["securityContext"].get("seccompProfile", {})
                     check(sp.get("type") == seccomp, "manifest seccomp %s, want %s" % (sp, seccomp))
                     caps = c["securityContext"]["capabilities"]
-                    check(caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_PTRACE"]},
+                    check(caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_PTRACE", "SETUID", "SETGID"]},
                           "capabilities %s" % caps)
                     if seccomp == "Localhost":
                         ann = tpl["metadata"].setdefault("annotations", {})

@@ -229,7 +229,7 @@ profiles.grafana.com/{{ . }}.path: /debug/pprof/{{ get $paths . }}
 {{- define "podprof.sidecar" -}}
 {{- include "podprof.validate" . -}}
 {{- $v := include "podprof.valuesYaml" . | fromYaml -}}
-{{- $adds := concat (list "BPF" "PERFMON" "SYS_PTRACE") (default list $v.extraCapabilities) -}}
+{{- $adds := concat (list "BPF" "PERFMON" "SYS_PTRACE" "SETUID" "SETGID") (default list $v.extraCapabilities) -}}
 - name: podprof
   image: {{ printf "%s:%s" $v.image.repository $v.image.tag | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
