@@ -159,7 +159,7 @@ t_policy_negative() {
 		'readinessProbe on the sidecar' 'startupProbe on the sidecar' 'privileged must be false' \
 		'runAsUser must be 0' 'readOnlyRootFilesystem must be true' \
 		'seccompProfile.type must be RuntimeDefault' 'capabilities.drop must be \[ALL\]' \
-		'CAP_BPF must be written without the CAP_ prefix' "lacks \['SYS_PTRACE'\]" \
+		'CAP_BPF must be written without the CAP_ prefix' "lacks \['SETGID', 'SETUID', 'SYS_PTRACE'\]" \
 		'allowPrivilegeEscalation false with SYS_ADMIN' 'uses subPath' 'restartPolicy: Always' \
 		'no containerPort named pprof' 'no checksum/config' \
 		'startupProbe on the sidecar must be exec' 'podprof-agent must be an emptyDir' \
