@@ -185,6 +185,7 @@ struct pp_agent {
 	bool logged_sigbus, logged_dwarf_refused, logged_names_bounded, logged_unwind_refused;
 	bool logged_fd_budget, logged_open_budget;
 	atomic_uint_fast64_t snapshots, snapshot_pause_ns_max, threads_seen;
+	atomic_uint_fast64_t thread_names_unread; /* threads past the 4096 named per pass */
 	atomic_uint_fast64_t dumps_limited, dump_deadline_threads;
 	uint64_t last_memstats_ns;
 	unsigned store_warned; /* store drop kinds already logged (discovery thread) */
@@ -490,6 +491,7 @@ static void threads_stats(void *ctx, struct pp_metrics *m)
 	struct pp_agent *a = ctx;
 	m->agent.snapshots = a->snapshots;
 	m->agent.snapshot_pause_ns_max = a->snapshot_pause_ns_max;
+	m->agent.thread_names_unread = a->thread_names_unread;
 	m->agent.dumps_limited = a->dumps_limited;
 	m->agent.dump_deadline_threads = a->dump_deadline_threads;
 	{
@@ -926,6 +928,8 @@ static bool adopt(struct pp_agent *a, pid_t pid)
 	return ok;
 }
 
+#define THREAD_NAMES_MAX 4096 /* threads of a process named per refresh */
+
 static void update_thread_names(struct pp_agent *a, pid_t pid)
 {
 	pid_t *tids = NULL;
@@ -933,7 +937,9 @@ static void update_thread_names(struct pp_agent *a, pid_t pid)
 	if (pp_proc__list_tids(pid, &tids, &n) < 0)
 		return;
 	pp_store__forget_threads(a->store, pid);
-	for (size_t i = 0; i < n && i < 4096; i++) {
+	if (n > THREAD_NAMES_MAX)
+		a->thread_names_unread += n - THREAD_NAMES_MAX;
+	for (size_t i = 0; i < n && i < THREAD_NAMES_MAX; i++) {
 		char name[16];
 		if (pp_proc__thread_name(pid, tids[i], name, sizeof(name)) == 0)
 			pp_store__set_thread_name(a->store, pid, tids[i], name);

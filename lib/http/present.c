@@ -263,6 +263,12 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 		      "podprof_process_resident_memory_bytes %" PRIu64 "\n",
 		      m->rss_bytes);
 	pp_buf_printf(o, "# TYPE podprof_targets gauge\npodprof_targets %zu\n", m->n_targets);
+	pp_buf_printf(o,
+		      "# HELP podprof_metrics_targets_unlisted Targets whose per-pid series are "
+		      "left out of this page (it lists at most 256).\n"
+		      "# TYPE podprof_metrics_targets_unlisted gauge\n"
+		      "podprof_metrics_targets_unlisted %zu\n",
+		      m->n_targets > m->n_listed ? m->n_targets - m->n_listed : 0);
 	pp_buf_printf(o, "# TYPE podprof_cpu_windows_open gauge\npodprof_cpu_windows_open %d\n",
 		      m->cpu_windows);
 	pp_buf_printf(o, "# TYPE podprof_offcpu_tracing gauge\npodprof_offcpu_tracing %d\n",
@@ -325,6 +331,10 @@ void pp_present__metrics(const struct pp_metrics *m, struct pp_buf *o)
 	  ac->tracee_signals);
 	C("ptrace_stop_timeouts_total", "Threads that did not stop in time (left running).",
 	  ac->tracee_timeouts);
+	C("thread_names_unread_total",
+	  "Threads whose names were not read (a process's threads past the first 4096, "
+	  "per refresh): they appear unnamed.",
+	  ac->thread_names_unread);
 	G("store_stacks", "Distinct stacks held.", ss->stacks);
 	G("store_locations", "Distinct locations held.", ss->locations);
 	G("objects",

@@ -45,6 +45,7 @@ struct pp_agent_counters {
 	/* ptrace stops of target threads (lib/tracee): done, not done because
 	 * a rule said no, calls restarted, signals handed back, timeouts */
 	uint64_t tracee_stops, tracee_postponed, tracee_restarted, tracee_signals, tracee_timeouts;
+	uint64_t thread_names_unread; /* threads past the 4096 named per process and refresh */
 	/* threadcreate's table of creation stacks: held, pruned (exited), not kept (full) */
 	uint64_t tc_entries, tc_pruned, tc_dropped;
 };
