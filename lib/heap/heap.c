@@ -694,6 +694,15 @@ static void clear_live(struct pp_heap_tracer *t, uint32_t slot)
 	}
 }
 
+/* Is path the preloaded agent's file (libpodprof-agent.so)? */
+static bool is_agent_file(const char *path)
+{
+	const char *b = path ? strrchr(path, '/') : NULL;
+
+	b = b ? b + 1 : path;
+	return b && strncmp(b, "libpodprof-agent", 16) == 0;
+}
+
 /* heap.mode preload/auto: enable the agent the loader loaded and read its
  * ring. Nothing of the target is stopped, mapped or redirected. */
 static int attach_preload(struct pp_heap_tracer *t, struct heap_proc *p)
@@ -850,6 +859,15 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 		r = attach_preload(t, p);
 	if (r < 0 && t->opts.mode == PP_HEAP_MODE_PRELOAD) {
 		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
+	} else if (r < 0 && r != -ESRCH &&
+		   (r == -EAGAIN || is_agent_file(p->alloc.map_path) ||
+		    is_agent_file(p->alloc.name))) {
+		/* auto: a preloaded agent (its malloc is the one the process
+		 * calls) the loader is still setting up, in a process caught at
+		 * its start: never a second agent, nor uprobes, over it; the
+		 * next discovery pass tries again */
+		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
+		r = -EAGAIN;
 	} else if (r < 0 && r != -ESRCH) {
 		/* auto: why there is no preloaded agent to use, when there is
 		 * one (not the common "none"), stays in front of the reason

@@ -113,8 +113,9 @@ def heap_pids(prof):
 def check_preload_metric(pp, pid, label):
     m = pp.request("/metrics")[2].decode()
     check('podprof_heap_mode{pid="%d",mode="preload"} 1' % pid in m,
-          "%s: no preload heap mode for pid %d in /metrics:\n%s" %
-          (label, pid, "\n".join(l for l in m.splitlines() if "heap_mode" in l)))
+          "%s: no preload heap mode for pid %d in /metrics:\n%s\npodprof's log of it:\n%s" %
+          (label, pid, "\n".join(l for l in m.splitlines() if "heap_mode" in l),
+           "\n".join(l for l in pp.log_text().splitlines() if str(pid) in l)[-3000:]))
 
 
 # ------------------------------------------------------------------ redis
