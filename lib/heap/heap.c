@@ -859,13 +859,15 @@ int pp_heap_tracer__attach(struct pp_heap_tracer *t, pid_t pid)
 		r = attach_preload(t, p);
 	if (r < 0 && t->opts.mode == PP_HEAP_MODE_PRELOAD) {
 		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
-	} else if (r < 0 && r != -ESRCH &&
-		   (r == -EAGAIN || is_agent_file(p->alloc.map_path) ||
-		    is_agent_file(p->alloc.name))) {
+	} else if (r == -EAGAIN ||
+		   ((r == -ENOENT || r == -EBADMSG) &&
+		    (is_agent_file(p->alloc.map_path) || is_agent_file(p->alloc.name)))) {
 		/* auto: a preloaded agent (its malloc is the one the process
 		 * calls) the loader is still setting up, in a process caught at
-		 * its start: never a second agent, nor uprobes, over it; the
-		 * next discovery pass tries again */
+		 * its start (not initialised, or its header or data not mapped
+		 * yet): never a second agent, nor uprobes, over it; the next
+		 * discovery pass tries again. A preloaded agent refused for good
+		 * (limits, another version) goes on to the next mode. */
 		snprintf(t->attach_reason, sizeof(t->attach_reason), "%s", p->mode_reason);
 		r = -EAGAIN;
 	} else if (r < 0 && r != -ESRCH) {
