@@ -39,6 +39,9 @@ def start():
     wl = Workload([DEMO])
     pp = Podprof("--pid", str(wl.pid), "--set", "heap.sample_rate=4096")
     pp.wait_log("target: pid %d " % wl.pid)
+    # the heap tracer's attach (an injected agent changes the maps, and the
+    # unwinder rebuilds at its next use): done before the fds are counted
+    pp.wait_log("heap: tracing pid %d " % wl.pid, timeout=60)
     return wl, pp
 
 

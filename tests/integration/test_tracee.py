@@ -207,8 +207,14 @@ def test_eintr_dump_reads_blocked():
     epoll = [b for b in blocks if "(not stopped: in epoll_wait" in b]
     check(epoll, "no thread read without a stop in epoll_wait:\n%s" % text[:3000])
     for b in epoll:
-        check("blocker(" in b and "start_thread(" in b,
-              "the epoll_wait thread's stack is not whole:\n%s" % b)
+        if "only sp and pc known" in b:
+            # no BPF task iterator here (documented fallback): the call
+            # site at least, frames that need other registers may be missing
+            log("registers of the blocked thread without BPF:\n%s" % b)
+            check("blocker(" in b, "the epoll_wait thread's call site is missing:\n%s" % b)
+        else:
+            check("blocker(" in b and "start_thread(" in b,
+                  "the epoll_wait thread's stack is not whole:\n%s" % b)
     check(any("(not stopped: in recvfrom" in b for b in blocks),
           "no recv thread read without a stop:\n%s" % text[:3000])
     m = pp.metrics()
