@@ -821,13 +821,3 @@ int pp_tracee__close(unsigned timeout_ms)
 	pthread_mutex_unlock(&g_lock);
 	return left;
 }
-
-bool pp_tracee__closing(void)
-{
-	bool c;
-
-	pthread_mutex_lock(&g_lock);
-	c = g_closing;
-	pthread_mutex_unlock(&g_lock);
-	return c;
-}

@@ -149,7 +149,6 @@ bool pp_tracee__abandoned(void);
  * running. Returns the number still running at the timeout (0: none).
  */
 int pp_tracee__close(unsigned timeout_ms);
-bool pp_tracee__closing(void);
 
 /* Process-wide counters for /metrics. */
 struct pp_tracee_stats {
