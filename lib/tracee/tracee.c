@@ -326,6 +326,7 @@ static const char *sys_name(long nr)
 bool pp_tracee__visible(pid_t pid, const struct pp_tracee_sys *s, char *why, size_t n)
 {
 	const char *name = sys_name(s->nr);
+	uint64_t flags = 0;
 	char kind;
 
 	if (s->nr < 0)
@@ -376,9 +377,14 @@ bool pp_tracee__visible(pid_t pid, const struct pp_tracee_sys *s, char *why, siz
 		if (s->args[s->nr == 441 ? 3 : 2] == 0)
 			return false; /* no timeout: restarted (rule 2's race) */
 		break;
-	case SYS_vfork:
 	case SYS_clone:
-	case 435: /* clone3 */
+	case 435: /* clone3: flags first in struct clone_args */
+		if (!(s->nr == SYS_clone ? s->args[0] & CLONE_VFORK
+					 : read_mem(pid, s->args[0], &flags, sizeof(flags)) < 0 ||
+						   (flags & CLONE_VFORK)))
+			return false; /* a plain clone: restarted (ERESTARTNOINTR) */
+		/* fall through */
+	case SYS_vfork:
 		/* a vfork parent must never be stopped (rule 1) */
 		if (why)
 			snprintf(why, n, "in %s (a vfork parent is never stopped)", name);
